@@ -1,0 +1,429 @@
+"""The `comm` dialect: collective communication ops.
+
+Every collective is variadic: N tensor operands give N results, so a fused (bucketed)
+collective is one op. Properties have defaults, so the bare generic form parses:
+
+```mlir
+%r = "comm.allreduce"(%g) : (tensor<1024xf32>) -> tensor<1024xf32>
+%a, %b = comm.allreduce %x, %y reduce max group <[[0, 1], [2, 3]]> : (tensor<8xf32>, tensor<4xf32>) -> (tensor<8xf32>, tensor<4xf32>)
+%o = comm.all_to_all %d split 0 concat 0 : (tensor<8x16x64xf32>) -> tensor<8x16x64xf32>
+```
+
+A collective without a `group` spans all ranks of the module's world (`lancet.world_size`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import auto
+from math import prod
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    ArrayAttr,
+    DenseArrayBase,
+    IntegerAttr,
+    TensorType,
+    i64,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+_DTYPE_BYTES = {
+    "f16": 2,
+    "bf16": 2,
+    "f32": 4,
+    "f64": 8,
+    "i1": 1,
+    "i8": 1,
+    "i16": 2,
+    "i32": 4,
+    "i64": 8,
+}
+
+
+def element_bytes(element_type: Attribute) -> int:
+    """Size in bytes of one element of `element_type` (4 for unknown types)."""
+    text = str(element_type)
+    if text in _DTYPE_BYTES:
+        return _DTYPE_BYTES[text]
+    width = getattr(element_type, "width", None)
+    if width is not None:
+        return max(1, width.data // 8)
+    bitwidth = getattr(element_type, "bitwidth", None)
+    if isinstance(bitwidth, int):
+        return max(1, bitwidth // 8)
+    return 4
+
+
+def tensor_bytes(ty: Attribute) -> int:
+    """Bytes of a statically shaped tensor type (0 for anything else)."""
+    if not isinstance(ty, TensorType):
+        return 0
+    shape = ty.get_shape()
+    if any(d < 0 for d in shape):
+        return 0
+    return prod(shape) * element_bytes(ty.element_type)
+
+
+WORLD_SIZE_ATTR = "lancet.world_size"
+
+
+def module_world_size(op: Operation) -> int | None:
+    """The `lancet.world_size` of the nearest enclosing op that declares it (O(depth))."""
+    current: Operation | None = op
+    while current is not None:
+        attr = current.attributes.get(WORLD_SIZE_ATTR)
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+        current = current.parent_op()
+    return None
+
+
+class ReductionKind(StrEnum):
+    """Reduction applied by `comm.allreduce` and `comm.reduce_scatter`."""
+
+    SUM = auto()
+    PROD = auto()
+    MAX = auto()
+    MIN = auto()
+    AVG = auto()
+
+
+@irdl_attr_definition
+class ReductionAttr(EnumAttribute[ReductionKind], SpacedOpaqueSyntaxAttribute):
+    """`#comm<reduction sum>`; printed as `reduce max` inside comm ops."""
+
+    name = "comm.reduction"
+
+
+@irdl_attr_definition
+class GroupsAttr(ParametrizedAttribute):
+    """Disjoint groups of ranks, `#comm.groups<[[0, 1], [2, 3]]>`.
+
+    Each rank takes part in the collective of the group that holds it; all groups have
+    the same size. A single group spanning every rank may be written `[[0, 1, 2, 3]]`.
+    """
+
+    name = "comm.groups"
+    groups: ArrayAttr[DenseArrayBase]
+
+    def __init__(self, groups: Sequence[Sequence[int]]):
+        super().__init__(ArrayAttr(DenseArrayBase.from_list(i64, list(g)) for g in groups))
+
+    @property
+    def rank_lists(self) -> tuple[tuple[int, ...], ...]:
+        """The groups as tuples of ranks."""
+        return tuple(tuple(int(r) for r in g.get_values()) for g in self.groups.data)
+
+    def verify(self) -> None:
+        lists = self.rank_lists
+        if not lists or not lists[0]:
+            raise VerifyException("comm.groups: must hold at least one non-empty group")
+        if len({len(g) for g in lists}) != 1:
+            raise VerifyException("comm.groups: all groups must have the same size")
+        flat = [r for g in lists for r in g]
+        if len(set(flat)) != len(flat):
+            raise VerifyException("comm.groups: a rank appears in more than one group")
+        if min(flat) < 0:
+            raise VerifyException("comm.groups: ranks must be non-negative")
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<[")
+        printer.print_string(", ".join("[" + ", ".join(map(str, g)) + "]" for g in self.rank_lists))
+        printer.print_string("]>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        delim = parser.Delimiter
+        parser.parse_punctuation("<")
+        groups = parser.parse_comma_separated_list(
+            delim.SQUARE,
+            lambda: parser.parse_comma_separated_list(delim.SQUARE, parser.parse_integer),
+        )
+        parser.parse_punctuation(">")
+        return (ArrayAttr(DenseArrayBase.from_list(i64, g) for g in groups),)
+
+
+class CollectiveOp(IRDLOperation):
+    """Base of all collectives: N tensor operands -> N tensor results.
+
+    Subclasses set `KIND` (the cost-model name of the collective) and check shapes in
+    `verify_shapes`. `group_size()` resolves the group against the module's world size.
+    """
+
+    KIND: ClassVar[str] = ""
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    groups = opt_prop_def(GroupsAttr)
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        properties: dict[str, Attribute | None] | None = None,
+    ):
+        props = {k: v for k, v in (properties or {}).items() if v is not None}
+        super().__init__(
+            operands=[list(inputs)], result_types=[list(result_types)], properties=props
+        )
+
+    # ---- queries used by the graph, cost model and runtime -------------------------------
+    def group_size(self, world_size: int | None = None) -> int | None:
+        """Ranks per group: the op's own groups, else `world_size`, else the enclosing
+        module's `lancet.world_size` (None if nothing says)."""
+        if self.groups is not None:
+            return len(self.groups.rank_lists[0])
+        if world_size is not None:
+            return world_size
+        return module_world_size(self)
+
+    def payload_bytes(self) -> int:
+        """Bytes moved as nccl-tests counts them: per tensor the larger of input and output."""
+        return sum(
+            max(tensor_bytes(i.type), tensor_bytes(o.type))
+            for i, o in zip(self.inputs, self.outputs, strict=False)
+        )
+
+    def data_pairs(self) -> list[tuple[SSAValue, SSAValue]]:
+        """(operand, result) pairs that carry data (all of them except for all_to_allv)."""
+        return list(zip(self.inputs, self.outputs, strict=True))
+
+    # ---- verification --------------------------------------------------------------------
+    def verify_(self) -> None:
+        if len(self.inputs) != len(self.outputs):
+            raise VerifyException(
+                f"{self.name}: expects as many results as operands, got "
+                f"{len(self.inputs)} operands and {len(self.outputs)} results"
+            )
+        if not self.inputs:
+            raise VerifyException(f"{self.name}: needs at least one operand")
+        size = self.group_size()
+        for n, (i, o) in enumerate(self.data_pairs()):
+            it, ot = i.type, o.type
+            assert isinstance(it, TensorType) and isinstance(ot, TensorType)
+            if it.element_type != ot.element_type:
+                raise VerifyException(
+                    f"{self.name}: operand #{n} has element type {it.element_type} "
+                    f"but result #{n} has {ot.element_type}"
+                )
+            self.verify_shapes(n, list(it.get_shape()), list(ot.get_shape()), size)
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        """Check the shapes of operand/result pair `n`; `size` is the group size if known."""
+
+    def _check_axis(self, axis: int, rank: int, what: str = "axis") -> None:
+        if not 0 <= axis < max(rank, 1) or rank == 0:
+            raise VerifyException(f"{self.name}: {what} {axis} out of range for rank {rank}")
+
+
+def _axis_prop(default: int = 0):
+    return prop_def(IntegerAttr[I64], default_value=IntegerAttr(default, i64))
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+@irdl_op_definition
+class AllReduceOp(CollectiveOp):
+    """Reduce each tensor across the group; every rank gets the full result."""
+
+    name = "comm.allreduce"
+    KIND: ClassVar[str] = "allreduce"
+    reduction = prop_def(ReductionAttr, default_value=ReductionAttr(ReductionKind.SUM))
+    assembly_format = (
+        "$inputs (`reduce` $reduction^)? (`group` $groups^)? attr-dict `:` "
+        "functional-type($inputs, $outputs)"
+    )
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        if ins != outs:
+            raise VerifyException(
+                f"comm.allreduce: result #{n} shape {outs} must equal operand shape {ins}"
+            )
+
+
+@irdl_op_definition
+class AllGatherOp(CollectiveOp):
+    """Concatenate each rank's tensor along `axis` (result dim = group size x operand dim)."""
+
+    name = "comm.allgather"
+    KIND: ClassVar[str] = "allgather"
+    axis = _axis_prop()
+    assembly_format = (
+        "$inputs (`axis` $axis^)? (`group` $groups^)? attr-dict `:` "
+        "functional-type($inputs, $outputs)"
+    )
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        axis = _int(self.axis)
+        self._check_axis(axis, len(ins))
+        _check_scaled(self.name, n, ins, outs, axis, size, grow=True)
+
+
+@irdl_op_definition
+class ReduceScatterOp(CollectiveOp):
+    """Reduce across the group, then keep this rank's 1/group-size slice along `axis`."""
+
+    name = "comm.reduce_scatter"
+    KIND: ClassVar[str] = "reduce_scatter"
+    reduction = prop_def(ReductionAttr, default_value=ReductionAttr(ReductionKind.SUM))
+    axis = _axis_prop()
+    assembly_format = (
+        "$inputs (`reduce` $reduction^)? (`axis` $axis^)? (`group` $groups^)? attr-dict `:` "
+        "functional-type($inputs, $outputs)"
+    )
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        axis = _int(self.axis)
+        self._check_axis(axis, len(ins))
+        _check_scaled(self.name, n, ins, outs, axis, size, grow=False)
+
+
+@irdl_op_definition
+class AllToAllOp(CollectiveOp):
+    """Split each tensor into group-size chunks along `split_axis`, send chunk j to rank j,
+    and concatenate the received chunks (in rank order) along `concat_axis`."""
+
+    name = "comm.all_to_all"
+    KIND: ClassVar[str] = "all_to_all"
+    split_axis = _axis_prop()
+    concat_axis = _axis_prop()
+    assembly_format = (
+        "$inputs (`split` $split_axis^)? (`concat` $concat_axis^)? (`group` $groups^)? "
+        "attr-dict `:` functional-type($inputs, $outputs)"
+    )
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        split, concat = _int(self.split_axis), _int(self.concat_axis)
+        self._check_axis(split, len(ins), "split axis")
+        self._check_axis(concat, len(ins), "concat axis")
+        if size is not None and ins[split] % size:
+            raise VerifyException(
+                f"{self.name}: operand #{n} dim {split} ({ins[split]}) is not divisible by "
+                f"the group size {size}"
+            )
+        if split == concat:
+            if ins != outs:
+                raise VerifyException(
+                    f"{self.name}: result #{n} shape {outs} must equal operand shape {ins}"
+                )
+            return
+        if size is None:
+            return
+        expected = list(ins)
+        expected[split] //= size
+        expected[concat] *= size
+        if outs != expected:
+            raise VerifyException(
+                f"{self.name}: result #{n} shape {outs} does not match expected {expected}"
+            )
+
+
+@irdl_op_definition
+class AllToAllVOp(CollectiveOp):
+    """Uneven all-to-all along axis 0.
+
+    Operands are N data tensors followed by N count tensors, results likewise. A data tensor
+    `tensor<G x C x ...>` holds one chunk of capacity C per destination rank; its count tensor
+    `tensor<G x i64>` says how many leading rows of each chunk are valid. The result chunk i
+    holds the valid rows received from rank i (zero padded) and the result counts say how many.
+    """
+
+    name = "comm.all_to_allv"
+    KIND: ClassVar[str] = "all_to_allv"
+    assembly_format = "$inputs (`group` $groups^)? attr-dict `:` functional-type($inputs, $outputs)"
+
+    def data_pairs(self) -> list[tuple[SSAValue, SSAValue]]:
+        half = len(self.inputs) // 2
+        return list(zip(self.inputs[:half], self.outputs[:half], strict=True))
+
+    def payload_bytes(self) -> int:
+        return sum(tensor_bytes(i.type) for i, _ in self.data_pairs())
+
+    def verify_(self) -> None:
+        if len(self.inputs) % 2:
+            raise VerifyException(
+                "comm.all_to_allv: expects N data operands followed by N count operands"
+            )
+        super().verify_()
+        half = len(self.inputs) // 2
+        size = self.group_size()
+        for n in range(half):
+            data, counts = self.inputs[n].type, self.inputs[half + n].type
+            assert isinstance(data, TensorType) and isinstance(counts, TensorType)
+            groups = data.get_shape()[0] if data.get_shape() else -1
+            if counts.get_shape() != (groups,):
+                raise VerifyException(
+                    f"comm.all_to_allv: count operand #{n} must be tensor<{groups}xi64>-like, "
+                    f"got {counts}"
+                )
+            if size is not None and groups != size:
+                raise VerifyException(
+                    f"comm.all_to_allv: data operand #{n} has {groups} chunks but the group "
+                    f"has {size} ranks"
+                )
+
+    def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
+        if ins != outs:
+            raise VerifyException(
+                f"comm.all_to_allv: result #{n} shape {outs} must equal operand shape {ins}"
+            )
+
+
+def _check_scaled(
+    name: str, n: int, ins: list[int], outs: list[int], axis: int, size: int | None, grow: bool
+) -> None:
+    """Check that `outs` is `ins` with dim `axis` multiplied (grow) or divided by the group size."""
+    if len(ins) != len(outs):
+        raise VerifyException(f"{name}: result #{n} rank {len(outs)} != operand rank {len(ins)}")
+    others_in = ins[:axis] + ins[axis + 1 :]
+    others_out = outs[:axis] + outs[axis + 1 :]
+    if others_in != others_out:
+        raise VerifyException(
+            f"{name}: result #{n} shape {outs} may differ from operand shape {ins} only in dim {axis}"
+        )
+    small, big = (ins[axis], outs[axis]) if grow else (outs[axis], ins[axis])
+    if small == 0 or big % small:
+        raise VerifyException(
+            f"{name}: dim {axis} of result #{n} ({outs[axis]}) is not a multiple/divisor of "
+            f"operand dim ({ins[axis]})"
+        )
+    if size is not None and big != small * size:
+        raise VerifyException(
+            f"{name}: dim {axis} sizes {ins[axis]} -> {outs[axis]} do not match the group size {size}"
+        )
+
+
+COLLECTIVE_OPS: tuple[type[CollectiveOp], ...] = (
+    AllReduceOp,
+    AllGatherOp,
+    ReduceScatterOp,
+    AllToAllOp,
+    AllToAllVOp,
+)
+
+Comm = Dialect("comm", list(COLLECTIVE_OPS), [ReductionAttr, GroupsAttr])

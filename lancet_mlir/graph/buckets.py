@@ -1,0 +1,101 @@
+"""Planning of collective buckets for comm-bucket-fusion (plain data, no IR edits)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
+
+from lancet_mlir.dialects.comm import CollectiveOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+
+FUSABLE_KINDS = ("allreduce", "allgather", "reduce_scatter")
+
+
+def fusion_key(op: Operation) -> tuple | None:
+    """Ops with equal keys may share a bucket: same op, properties and element types."""
+    if not isinstance(op, CollectiveOp):
+        return None
+    props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
+    dtypes = tuple(
+        sorted({str(v.type.element_type) for v in op.inputs if isinstance(v.type, TensorType)})
+    )
+    return (op.name, props, dtypes)
+
+
+@dataclass
+class _OpenBucket:
+    members: list[int]
+    nbytes: int
+    first_pos: int
+    descends: dict[int, bool] = field(default_factory=dict)
+
+
+def plan_buckets(
+    graph: DataflowGraph, order: Sequence[int], bucket_bytes: int, kinds: frozenset[str]
+) -> list[list[int]]:
+    """Group collectives of the given kinds into buckets, visiting them in `order`.
+
+    A bucket closes when it holds at least `bucket_bytes`, at the end, or when the next
+    compatible collective depends on one of its members. Only buckets of two or more are
+    returned, each listing node indices in visit order; buckets never share a node and no
+    member of a bucket reaches another member.
+    """
+    position = [0] * len(graph)
+    for k, i in enumerate(order):
+        position[i] = k
+    open_buckets: dict[tuple, _OpenBucket] = {}
+    result: list[list[int]] = []
+
+    def close(key: tuple) -> None:
+        bucket = open_buckets.pop(key)
+        if len(bucket.members) > 1:
+            result.append(bucket.members)
+
+    for i in order:
+        op = graph.ops[i]
+        if not isinstance(op, CollectiveOp) or op.KIND not in kinds:
+            continue
+        key = fusion_key(op)
+        assert key is not None
+        bucket = open_buckets.get(key)
+        if bucket is not None and _depends_on(graph, position, bucket, i):
+            close(key)
+            bucket = None
+        if bucket is None:
+            bucket = open_buckets[key] = _OpenBucket([], 0, position[i])
+            bucket.descends.clear()
+        bucket.members.append(i)
+        bucket.descends[i] = True
+        bucket.nbytes += graph.payload_bytes[i]
+        if bucket.nbytes >= bucket_bytes:
+            close(key)
+    for key in list(open_buckets):
+        close(key)
+    result.sort(key=lambda members: position[members[0]])
+    return result
+
+
+def _depends_on(graph: DataflowGraph, position: list[int], bucket: _OpenBucket, node: int) -> bool:
+    """True if `node` is reachable from a bucket member.
+
+    Iterative DFS over producers, pruned at nodes visited before the bucket's first member
+    (they cannot descend from it in a topological order) and memoised per bucket, so the
+    total work per bucket is bounded by the edges inside its window.
+    """
+    memo = bucket.descends
+    stack = [node]
+    while stack:
+        top = stack[-1]
+        if top in memo:
+            stack.pop()
+            continue
+        pending = [p for p in graph.preds[top] if p not in memo and position[p] >= bucket.first_pos]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        memo[top] = any(memo.get(p, False) for p in graph.preds[top])
+    return memo[node]

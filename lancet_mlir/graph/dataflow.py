@@ -1,0 +1,192 @@
+"""DataflowGraph: a plain-Python view of one block's ops and their producer/consumer edges.
+
+Built once in O(V + E) from the IR; every heavy algorithm (schedulers, simulator,
+partitioner) works on the integer indices of this view and touches the IR only to apply
+its decision.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import Block, Operation
+from xdsl.traits import IsTerminator
+
+from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
+
+
+def is_collective(op: Operation) -> bool:
+    """True for ops of the `comm` dialect; everything else is compute."""
+    return isinstance(op, CollectiveOp)
+
+
+def collective_kind(op: Operation) -> str | None:
+    """The cost-model kind of a collective (`allreduce`, `all_to_all`, ...) or None."""
+    return op.KIND if isinstance(op, CollectiveOp) else None
+
+
+def op_display_name(op: Operation) -> str:
+    """The op's name as written in the input, also for unregistered ops."""
+    if op.name == "builtin.unregistered":
+        return op.op_name.data  # type: ignore[attr-defined]
+    return op.name
+
+
+@dataclass
+class DataflowGraph:
+    """Ops of one block (terminator excluded) and their data dependencies.
+
+    Node `i` is `ops[i]`, in program order. `preds[i]`/`succs[i]` are sorted, duplicate-free
+    lists of node indices; uses nested in an op's regions count as uses by that op.
+    """
+
+    block: Block | None
+    ops: list[Operation]
+    terminator: Operation | None
+    preds: list[list[int]]
+    succs: list[list[int]]
+    is_comm: list[bool]
+    payload_bytes: list[int]
+    index: dict[Operation, int] = field(repr=False)
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_block(cls, block: Block) -> DataflowGraph:
+        """Build the graph of `block` in one pass over its ops and their (nested) operands."""
+        all_ops = list(block.ops)
+        terminator = None
+        if all_ops and all_ops[-1].has_trait(IsTerminator):
+            terminator = all_ops.pop()
+        return cls.from_ops(all_ops, block=block, terminator=terminator)
+
+    @classmethod
+    def from_ops(
+        cls,
+        ops: Sequence[Operation],
+        block: Block | None = None,
+        terminator: Operation | None = None,
+    ) -> DataflowGraph:
+        """Build the graph of a sequence of sibling ops (edges outside the sequence ignored)."""
+        ops = list(ops)
+        index = {op: i for i, op in enumerate(ops)}
+        preds: list[list[int]] = []
+        for i, op in enumerate(ops):
+            producers = {
+                p
+                for p in (index.get(owner) for owner in _operand_owners(op, index))
+                if p is not None and p != i
+            }
+            preds.append(sorted(producers))
+        succs: list[list[int]] = [[] for _ in ops]
+        for i, ps in enumerate(preds):
+            for p in ps:
+                succs[p].append(i)  # i grows, so every succs list stays sorted
+        is_comm = [is_collective(op) for op in ops]
+        payload = [
+            op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops
+        ]
+        return cls(block, ops, terminator, preds, succs, is_comm, payload, index)
+
+    # ---- queries ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of distinct producer -> consumer edges."""
+        return sum(len(p) for p in self.preds)
+
+    def comm_nodes(self) -> list[int]:
+        """Indices of collectives, in program order."""
+        return [i for i, c in enumerate(self.is_comm) if c]
+
+    def result_bytes(self, i: int) -> int:
+        """Bytes of all results of node `i`."""
+        return sum(tensor_bytes(r.type) for r in self.ops[i].results)
+
+    def topo_order(self) -> list[int]:
+        """A topological order (Kahn, smallest program index first among ready nodes)."""
+        import heapq
+
+        indeg = [len(p) for p in self.preds]
+        ready = [i for i, d in enumerate(indeg) if d == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for s in self.succs[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(ready, s)
+        if len(order) != len(self.ops):
+            raise ValueError("dataflow graph has a cycle")
+        return order
+
+    def is_topological(self, order: Sequence[int]) -> bool:
+        """True if `order` is a permutation of all nodes respecting every edge."""
+        if len(order) != len(self.ops) or sorted(order) != list(range(len(self.ops))):
+            return False
+        position = [0] * len(self.ops)
+        for k, i in enumerate(order):
+            position[i] = k
+        return all(position[p] < position[i] for i, ps in enumerate(self.preds) for p in ps)
+
+    def first_use_before_def(self) -> int | None:
+        """Index of the first op (in program order) that uses a value defined later in the
+        block, or None when program order is a valid topological order."""
+        for i, ps in enumerate(self.preds):
+            if ps and ps[-1] > i:
+                return i
+        return None
+
+    def descendants(self) -> list[int]:
+        """Reachability as bitsets: bit j of result[i] is set iff j is reachable from i.
+
+        O(V * E / wordsize); meant for the moderately sized graphs of the optimizer.
+        """
+        reach = [0] * len(self.ops)
+        for i in reversed(self.topo_order()):
+            bits = 0
+            for s in self.succs[i]:
+                bits |= reach[s] | (1 << s)
+            reach[i] = bits
+        return reach
+
+    def bfs_order(self, start: Iterable[int]) -> list[int]:
+        """Nodes reachable from `start` along consumer edges, in BFS order."""
+        seen = set(start)
+        queue = deque(sorted(seen))
+        out: list[int] = []
+        while queue:
+            i = queue.popleft()
+            out.append(i)
+            for s in self.succs[i]:
+                if s not in seen:
+                    seen.add(s)
+                    queue.append(s)
+        return out
+
+
+def _operand_owners(op: Operation, index: dict[Operation, int]) -> Iterable[Operation]:
+    """Owners of every operand of `op`, including operands of ops nested in its regions,
+    mapped to the top-level op of the graph that contains them."""
+    for operand in op.operands:
+        owner = operand.owner
+        if isinstance(owner, Operation):
+            yield owner
+    if not op.regions:
+        return
+    for inner in op.walk():
+        if inner is op:
+            continue
+        for operand in inner.operands:
+            owner = operand.owner
+            if isinstance(owner, Operation) and owner in index:
+                yield owner
+            elif isinstance(owner, Block):
+                parent = owner.parent_op()
+                if parent is not None and parent in index:
+                    yield parent

@@ -1,0 +1,91 @@
+"""Applying decisions to the IR: reorder a block, check that its order is topological."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation
+
+from lancet_mlir.graph.dataflow import DataflowGraph
+
+
+class ScheduleError(ValueError):
+    """A schedule that is not a valid topological order of its block."""
+
+
+def apply_order(graph: DataflowGraph, order: Sequence[int]) -> bool:
+    """Relink `graph.block` so its ops follow `order` (terminator stays last).
+
+    O(n): ops are detached and re-inserted once. Returns True if the order changed.
+    """
+    if list(order) == list(range(len(graph))):
+        return False
+    if not graph.is_topological(order):
+        raise ScheduleError("internal error: schedule is not a topological order")
+    block = graph.block
+    assert block is not None
+    for op in graph.ops:
+        block.detach_op(op)
+    ordered = [graph.ops[i] for i in order]
+    if graph.terminator is None:
+        block.add_ops(ordered)
+    else:
+        block.insert_ops_before(ordered, graph.terminator)
+    return True
+
+
+def schedulable_blocks(module: ModuleOp) -> Iterator[Block]:
+    """Every block nested in `module` (function bodies and nested regions), outermost first.
+
+    The list is snapshot first so callers may reorder ops while iterating.
+    """
+    blocks: list[Block] = []
+    for op in module.walk():
+        for region in op.regions:
+            blocks.extend(region.blocks)
+    yield from blocks
+
+
+def check_dominance(module: ModuleOp) -> None:
+    """Raise ScheduleError naming the first op that uses a value defined later in its block.
+
+    xDSL's verifier does not check SSA dominance, and its parser accepts forward references.
+    """
+    for block in schedulable_blocks(module):
+        graph = DataflowGraph.from_block(block)
+        bad = graph.first_use_before_def()
+        if bad is not None:
+            op = graph.ops[bad]
+            raise ScheduleError(f"'{_name(op)}' uses a value before its definition")
+
+
+def _name(op: Operation) -> str:
+    if op.name == "builtin.unregistered":
+        return op.op_name.data  # type: ignore[attr-defined]
+    return op.name
+
+
+def fuse_collectives(members: Sequence[Operation]) -> Operation:
+    """Replace compatible collectives by one variadic collective of the same kind.
+
+    The fused op takes the members' operands in member order, copies the first member's
+    properties and is inserted where the last member was; uses are rewired and the members
+    erased. The block may need a topological re-sort afterwards (consumers of early members
+    can precede the fused op).
+    """
+    first, last = members[0], members[-1]
+    block = last.parent_block()
+    assert block is not None
+    operands = [v for op in members for v in op.operands]
+    result_types = [r.type for op in members for r in op.results]
+    fused = type(first)(operands, result_types, properties=dict(first.properties))
+    block.insert_op_before(fused, last)
+    results = iter(fused.results)
+    for op in members:
+        for old in op.results:
+            old.replace_all_uses_with(next(results))
+    for op in members:
+        op.detach()
+        op.erase()
+    return fused

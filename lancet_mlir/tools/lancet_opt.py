@@ -1,0 +1,153 @@
+"""lancet-opt: an xdsl-opt style driver with lancet-mlir's dialects, passes and cost options.
+
+Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file`,
+`--verify-diagnostics`, `--allow-unregistered-dialect`, ...). On top of them:
+
+* `--data-parallel-schedule` (alias for `-p data-parallel-schedule`, run first);
+* `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--world-size N`, `--overlap-slowdown F`:
+  the cost model every pass of the pipeline uses;
+* `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
+* `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank.
+
+Errors end with one line on stderr and exit code 1; `-o FILE` is written only on success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from lancet_mlir.dialects import get_all_dialects
+from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
+from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.passes import get_all_passes
+from lancet_mlir.tools import opt_outputs
+from lancet_mlir.tools.errors import UserError, run_cli
+
+PIPELINE_ALIASES: dict[str, str] = {
+    "data_parallel_schedule": "data-parallel-schedule",
+}
+
+
+class LancetOptMain(xDSLOptMain):
+    """xDSLOptMain with lancet-mlir registered, cost-model options and safe output."""
+
+    version_format = "lancet-opt (lancet-mlir) built on xdsl {xdsl_version}"
+
+    def __init__(self, args: Sequence[str] | None = None):
+        self._pending_output: io.StringIO | None = None
+        super().__init__(description="lancet-mlir optimizer driver", args=args)
+
+    # ---- registration ------------------------------------------------------------------------
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        registered = set(self.ctx.registered_dialect_names)
+        for name, factory in get_all_dialects().items():
+            if name not in registered:  # the xdsl.universe entry point may have added them
+                self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        for name, factory in get_all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        group = arg_parser.add_argument_group("lancet-mlir")
+        for dest, pipeline in PIPELINE_ALIASES.items():
+            group.add_argument(
+                "--" + dest.replace("_", "-"),
+                action="store_true",
+                help=f"run '{pipeline}' (before any -p passes)",
+            )
+        opt_outputs.register_arguments(group)
+
+    # ---- pipeline ------------------------------------------------------------------------------
+    def setup_pipeline(self) -> None:
+        extra = [p for dest, p in PIPELINE_ALIASES.items() if getattr(self.args, dest, False)]
+        if extra:
+            self.args.passes = ",".join(x for x in (*extra, self.args.passes) if x)
+        opt_outputs.configure(self.args)
+        super().setup_pipeline()
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        module = super().parse_chunk(chunk, file_extension, start_offset)
+        if module is None:
+            return None
+        if self.args.world_size is not None:
+            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
+        if not self.args.verify_diagnostics:
+            check_dominance(module)
+        return module
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        super().apply_passes(prog)
+        opt_outputs.after_pipeline(self.ctx, prog, self.args)
+
+    # ---- output: nothing is written to -o unless everything succeeded ------------------------
+    def prepare_output(self) -> IO[str]:
+        if self.args.output_file is None:
+            return super().prepare_output()
+        self._pending_output = _KeepOpen()
+        return self._pending_output
+
+    def run(self) -> None:
+        if getattr(self.args, "mpi", False):
+            from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
+
+            run_on_rank0_and_broadcast(self)
+            return
+        super().run()
+        self.commit_output()
+
+    def commit_output(self) -> None:
+        """Atomically write the buffered `-o` output (temp file + rename)."""
+        if self._pending_output is None:
+            return
+        write_atomic(self.args.output_file, self._pending_output.getvalue())
+
+
+class _KeepOpen(io.StringIO):
+    """A StringIO whose close() keeps the text (xDSL closes the output stream)."""
+
+    def close(self) -> None:  # noqa: D102 - keeps the buffer readable after close
+        pass
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{path}: folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Console entry point of `lancet-opt`."""
+
+    def body() -> int:
+        LancetOptMain(args=args).run()
+        return 0
+
+    run_cli("lancet-opt", body)
+
+
+if __name__ == "__main__":
+    main()
