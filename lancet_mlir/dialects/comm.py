@@ -223,7 +223,8 @@ class CollectiveOp(IRDLOperation):
         size = self.group_size()
         for n, (i, o) in enumerate(self.data_pairs()):
             it, ot = i.type, o.type
-            assert isinstance(it, TensorType) and isinstance(ot, TensorType)
+            assert isinstance(it, TensorType)
+            assert isinstance(ot, TensorType)
             if it.element_type != ot.element_type:
                 raise VerifyException(
                     f"{self.name}: operand #{n} has element type {it.element_type} "
@@ -374,7 +375,8 @@ class AllToAllVOp(CollectiveOp):
         size = self.group_size()
         for n in range(half):
             data, counts = self.inputs[n].type, self.inputs[half + n].type
-            assert isinstance(data, TensorType) and isinstance(counts, TensorType)
+            assert isinstance(data, TensorType)
+            assert isinstance(counts, TensorType)
             groups = data.get_shape()[0] if data.get_shape() else -1
             if counts.get_shape() != (groups,):
                 raise VerifyException(

@@ -84,9 +84,7 @@ class DataflowGraph:
             for p in ps:
                 succs[p].append(i)  # i grows, so every succs list stays sorted
         is_comm = [is_collective(op) for op in ops]
-        payload = [
-            op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops
-        ]
+        payload = [op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops]
         return cls(block, ops, terminator, preds, succs, is_comm, payload, index)
 
     # ---- queries ---------------------------------------------------------------------------

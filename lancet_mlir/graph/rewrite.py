@@ -57,7 +57,10 @@ def check_dominance(module: ModuleOp) -> None:
         bad = graph.first_use_before_def()
         if bad is not None:
             op = graph.ops[bad]
-            raise ScheduleError(f"'{_name(op)}' uses a value before its definition")
+            late = graph.ops[graph.preds[bad][-1]]
+            values = ", ".join(f"%{r.name_hint}" for r in late.results if r.name_hint)
+            what = f"a result of '{_name(late)}'" + (f" ({values})" if values else "")
+            raise ScheduleError(f"'{_name(op)}' uses {what} before its definition")
 
 
 def _name(op: Operation) -> str:

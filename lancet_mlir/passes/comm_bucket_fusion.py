@@ -12,7 +12,12 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.graph.buckets import FUSABLE_KINDS, plan_buckets
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.fifo import fifo_order
-from lancet_mlir.graph.rewrite import apply_order, check_dominance, fuse_collectives, schedulable_blocks
+from lancet_mlir.graph.rewrite import (
+    apply_order,
+    check_dominance,
+    fuse_collectives,
+    schedulable_blocks,
+)
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.utils.exceptions import ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
@@ -29,7 +30,7 @@ from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.tools import opt_outputs
-from lancet_mlir.tools.errors import UserError, run_cli
+from lancet_mlir.tools.errors import UserError, one_line, run_cli
 
 PIPELINE_ALIASES: dict[str, str] = {
     "data_parallel_schedule": "data-parallel-schedule",
@@ -143,7 +144,15 @@ def main(args: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-opt`."""
 
     def body() -> int:
-        LancetOptMain(args=args).run()
+        driver = LancetOptMain(args=args)
+        try:
+            driver.run()
+        except (ParseError, OSError, UserError):
+            raise
+        except Exception as exc:
+            # name the input for errors that carry no location (verifier, passes)
+            source = driver.args.input_file or "<stdin>"
+            raise UserError(f"{source}: {one_line(exc)}") from exc
         return 0
 
     run_cli("lancet-opt", body)

@@ -1,0 +1,65 @@
+// RUN: lancet-opt %s --verify-diagnostics --parsing-diagnostics --split-input-file | filecheck %s
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r = comm.allreduce %x : (tensor<8xf32>) -> tensor<4xf32>
+// CHECK: comm.allreduce: result #0 shape [4] must equal operand shape [8]
+
+// -----
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r:2 = "comm.allreduce"(%x) : (tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+// CHECK: comm.allreduce: expects as many results as operands, got 1 operands and 2 results
+
+// -----
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r = comm.allreduce %x : (tensor<8xf32>) -> tensor<8xf16>
+// CHECK: comm.allreduce: operand #0 has element type f32 but result #0 has f16
+
+// -----
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r = comm.allreduce %x reduce mean : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: Expected `sum`, `prod`, `max`, `min`, or `avg`
+
+// -----
+
+%x = "test.op"() : () -> tensor<8x4xf32>
+%g = comm.allgather %x axis 2 : (tensor<8x4xf32>) -> tensor<8x8xf32>
+// CHECK: comm.allgather: axis 2 out of range for rank 2
+
+// -----
+
+%x = "test.op"() : () -> tensor<6xf32>
+%s = comm.reduce_scatter %x group <[[0, 1, 2, 3]]> : (tensor<6xf32>) -> tensor<2xf32>
+// CHECK: comm.reduce_scatter: dim 0 sizes 6 -> 2 do not match the group size 4
+
+// -----
+
+%x = "test.op"() : () -> tensor<6x4xf32>
+%t = comm.all_to_all %x group <[[0, 1, 2, 3]]> : (tensor<6x4xf32>) -> tensor<6x4xf32>
+// CHECK: comm.all_to_all: operand #0 dim 0 (6) is not divisible by the group size 4
+
+// -----
+
+%x = "test.op"() : () -> tensor<8x4xf32>
+%t = comm.all_to_all %x split 0 concat 1 group <[[0, 1]]> : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK: comm.all_to_all: result #0 shape [8, 4] does not match expected [4, 8]
+
+// -----
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r = comm.allreduce %x group <[[0, 1], [1, 2]]> : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: comm.groups: a rank appears in more than one group
+
+// -----
+
+%x = "test.op"() : () -> tensor<8xf32>
+%r = comm.allreduce %x group <[[0, 1], [2]]> : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: comm.groups: all groups must have the same size
+
+// -----
+
+%x = "test.op"() : () -> tensor<4x2xf32>
+%v = comm.all_to_allv %x : (tensor<4x2xf32>) -> tensor<4x2xf32>
+// CHECK: comm.all_to_allv: expects N data operands followed by N count operands

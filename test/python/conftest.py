@@ -1,0 +1,6 @@
+"""pytest configuration: make test/python importable as plain modules (helpers.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

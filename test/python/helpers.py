@@ -1,0 +1,80 @@
+"""Shared helpers for the pytest suite: parsing, running passes in-process, random graphs."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.passes import PassPipeline
+from xdsl.printer import Printer
+
+from lancet_mlir.dialects import get_all_dialects
+from lancet_mlir.passes import get_all_passes
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_context() -> Context:
+    """A context with xDSL's dialects and lancet-mlir's, as lancet-opt has."""
+    from xdsl.universe import Universe
+
+    ctx = Context(allow_unregistered=True)
+    for name, factory in Universe.get_multiverse().all_dialects.items():
+        if name not in ctx.registered_dialect_names:
+            ctx.register_dialect(name, factory)
+    for name, factory in get_all_dialects().items():
+        if name not in ctx.registered_dialect_names:
+            ctx.register_dialect(name, factory)
+    return ctx
+
+
+def parse(text: str, ctx: Context | None = None) -> ModuleOp:
+    """Parse MLIR text into a verified module."""
+    module = Parser(ctx or make_context(), text, "test.mlir").parse_module()
+    module.verify()
+    return module
+
+
+def run_pipeline(module: ModuleOp, spec: str, ctx: Context | None = None) -> ModuleOp:
+    """Apply a pass pipeline spec (e.g. 'comm-bucket-fusion{bucket-bytes=8}') in place."""
+    passes = {name: factory for name, factory in get_all_passes().items()}
+    PassPipeline.parse_spec(passes, spec).apply(ctx or make_context(), module)
+    module.verify()
+    return module
+
+
+def to_text(module: ModuleOp) -> str:
+    """Print a module in custom syntax."""
+    buf = io.StringIO()
+    Printer(stream=buf).print_op(module)
+    return buf.getvalue()
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    stdin: str | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one of the console scripts (`lancet-opt`, ...) from the venv."""
+    full_env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        check=False,
+    )

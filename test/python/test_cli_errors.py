@@ -1,0 +1,103 @@
+"""Bad input to lancet-opt: one clear error line, exit code != 0, no traceback, no -o file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_tool
+
+GOOD = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %r = comm.allreduce %x : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %r : tensor<8xf32>
+}
+"""
+
+CASES = {
+    "syntax": (
+        "func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {\n"
+        "  %r = comm.allreduce %x : (tensor<8xf32>) ->\n}\n",
+        [],
+        "bad.mlir:3:1: type expected",
+    ),
+    "unknown_op": (
+        '%x = "foo.bar"() : () -> tensor<8xf32>\n',
+        [],
+        "Operation foo.bar is not registered",
+    ),
+    "comm_type_mismatch": (
+        '%x = "test.op"() : () -> tensor<8xf32>\n'
+        "%r = comm.allreduce %x : (tensor<8xf32>) -> tensor<4xf32>\n",
+        [],
+        "bad.mlir: comm.allreduce: result #0 shape [4] must equal operand shape [8]",
+    ),
+    "unknown_pass": (GOOD, ["-p", "no-such-pass"], "Unrecognized passes: ['no-such-pass']"),
+    "bad_option_name": (
+        GOOD,
+        ["-p", "comm-bucket-fusion{bogus=1}"],
+        'Provided arguments ["bogus"]',
+    ),
+    "bad_option_value": (
+        GOOD,
+        ["-p", "comm-bucket-fusion{bucket-bytes=abc}"],
+        "Incompatible types",
+    ),
+    "bad_option_kind": (GOOD, ["-p", "comm-bucket-fusion{kinds=foo}"], "unknown kind(s) foo"),
+    "negative_bucket": (
+        GOOD,
+        ["-p", "comm-bucket-fusion{bucket-bytes=-1}"],
+        "bucket-bytes must be >= 0",
+    ),
+    "use_before_def": (
+        '%y = "test.op"(%x) : (tensor<8xf32>) -> tensor<8xf32>\n'
+        '%x = "test.op"() : () -> tensor<8xf32>\n',
+        [],
+        "'test.op' uses a result of 'test.op' (%x) before its definition",
+    ),
+    "bad_world_size": (GOOD, ["--world-size", "0"], "--world-size: must be >= 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_gives_one_error_line(case: str, tmp_path: Path) -> None:
+    text, extra, expected = CASES[case]
+    src = tmp_path / "bad.mlir"
+    src.write_text(text)
+    out = tmp_path / "out.mlir"
+    res = run_tool(["lancet-opt", str(src), "-o", str(out), *extra])
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    error_lines = [ln for ln in res.stderr.splitlines() if "error:" in ln]
+    assert len(error_lines) == 1, res.stderr
+    assert expected in error_lines[0]
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [src]  # no temporary file left behind either
+
+
+def test_missing_input_file(tmp_path: Path) -> None:
+    res = run_tool(["lancet-opt", str(tmp_path / "nope.mlir")])
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"lancet-opt: error: {tmp_path / 'nope.mlir'}: no such file"
+
+
+def test_unregistered_ops_are_allowed_with_the_flag(tmp_path: Path) -> None:
+    src = tmp_path / "u.mlir"
+    src.write_text('%x = "foo.bar"() : () -> tensor<8xf32>\n')
+    res = run_tool(
+        ["lancet-opt", str(src), "--allow-unregistered-dialect", "--data-parallel-schedule"]
+    )
+    assert res.returncode == 0, res.stderr
+    assert '"foo.bar"()' in res.stdout
+
+
+def test_output_file_written_only_on_success(tmp_path: Path) -> None:
+    src = tmp_path / "good.mlir"
+    src.write_text(GOOD)
+    out = tmp_path / "out.mlir"
+    out.write_text("previous contents\n")
+    res = run_tool(["lancet-opt", str(src), "-p", "no-such-pass", "-o", str(out)])
+    assert res.returncode != 0
+    assert out.read_text() == "previous contents\n"
+    res = run_tool(["lancet-opt", str(src), "--data-parallel-schedule", "-o", str(out)])
+    assert res.returncode == 0, res.stderr
+    assert "comm.allreduce %x" in out.read_text()

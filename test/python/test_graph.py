@@ -1,0 +1,90 @@
+"""DataflowGraph, FIFO order and bucket planning on hand-built blocks."""
+
+from __future__ import annotations
+
+from helpers import parse
+
+from lancet_mlir.graph.buckets import plan_buckets
+from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind, op_display_name
+from lancet_mlir.graph.fifo import fifo_order
+
+TEXT = """
+builtin.module attributes {lancet.world_size = 4 : i64} {
+  func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %a = "test.op"(%x) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %r = comm.allreduce %a : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %g = comm.allgather %a axis 1 : (tensor<8x4xf32>) -> tensor<8x16xf32>
+    %w = "test.op"() ({
+      "test.termop"(%r, %a) : (tensor<8x4xf32>, tensor<8x4xf32>) -> ()
+    }) : () -> tensor<8x4xf32>
+    %u = "foo.bar"(%w, %w, %g) : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<8x4xf32>
+    func.return %u : tensor<8x4xf32>
+  }
+}
+"""
+
+
+def _graph() -> DataflowGraph:
+    module = parse(TEXT)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    return DataflowGraph.from_block(func.regions[0].block)
+
+
+def test_nodes_edges_and_kinds() -> None:
+    g = _graph()
+    assert [op_display_name(op) for op in g.ops] == [
+        "test.op",
+        "comm.allreduce",
+        "comm.allgather",
+        "test.op",
+        "foo.bar",
+    ]
+    assert g.terminator is not None
+    assert g.terminator.name == "func.return"
+    # nested uses (%r, %a inside the region of %w) are edges of %w; duplicates collapse
+    assert g.preds == [[], [0], [0], [0, 1], [2, 3]]
+    assert g.succs == [[1, 2, 3], [3], [4], [4], []]
+    assert g.is_comm == [False, True, True, False, False]
+    assert [collective_kind(op) for op in g.ops] == [None, "allreduce", "allgather", None, None]
+    # 8x4 f32 = 128 B; the allgather moves its 8x16 output = 512 B (nccl-tests convention)
+    assert g.payload_bytes == [0, 128, 512, 0, 0]
+    assert g.num_edges == 6
+    assert g.ops[2].group_size() == 4  # from the module's lancet.world_size
+
+
+def test_orders_and_reachability() -> None:
+    g = _graph()
+    assert g.topo_order() == [0, 1, 2, 3, 4]
+    assert g.is_topological([0, 2, 1, 3, 4])
+    assert not g.is_topological([0, 3, 1, 2, 4])
+    assert not g.is_topological([0, 1, 2, 3])
+    reach = g.descendants()
+    assert reach[0] == 0b11110
+    assert reach[1] == 0b11000
+    assert reach[4] == 0
+    assert g.first_use_before_def() is None
+    # FIFO: the allreduce's consumer %w waits until the compute-ready queue is empty
+    assert fifo_order(g) == [0, 1, 2, 3, 4]
+
+
+def test_plan_buckets_respects_dependencies() -> None:
+    text = """
+    func.func @f(%x: tensor<16xf32>) -> tensor<16xf32> {
+      %r1 = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+      %d = "test.op"(%r1) : (tensor<16xf32>) -> tensor<16xf32>
+      %r2 = comm.allreduce %d : (tensor<16xf32>) -> tensor<16xf32>
+      %r3 = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+      %r4 = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+      func.return %r4 : tensor<16xf32>
+    }
+    """
+    module = parse(text)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    g = DataflowGraph.from_block(func.regions[0].block)
+    order = fifo_order(g)
+    assert order == [0, 3, 4, 1, 2]
+    # visit r1, r3, r4 (ready first), then r2 which depends on r1: r1's bucket closes
+    assert plan_buckets(g, order, 10_000, frozenset({"allreduce"})) == [[0, 3, 4]]
+    # 128-byte buckets: r1+r3 is full, r4 then waits for r2 (independent of r4) to join
+    assert plan_buckets(g, order, 128, frozenset({"allreduce"})) == [[0, 3], [4, 2]]
+    assert plan_buckets(g, order, 10_000, frozenset({"allgather"})) == []
