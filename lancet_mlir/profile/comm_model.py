@@ -1,0 +1,275 @@
+"""Communication cost models: measured (bytes -> µs) tables per collective kind and group size,
+and an alpha-beta fallback.
+
+Fitting a table (`PiecewiseLinear.fit`):
+1. samples are sorted by size; samples of the same size are averaged (weight = their number);
+2. the times are made monotone non-decreasing in size by weighted isotonic regression (pool
+   adjacent violators): the least-squares monotone fit. Real small-message data is noisy and
+   non-monotone (XLA's H100 all-to-all takes 96.9 µs at 1 KiB and 23.7 µs at 64 KiB); a
+   running max would let one slow outlier inflate every larger size, isotonic regression
+   averages the noisy plateau instead, and bigger messages never cost less;
+3. evaluation is piecewise-linear between samples, extrapolates linearly with the first/last
+   segment's slope below/above the table, and is clamped at >= 0 (this fixes Lancet's
+   interpolator, lancet-algorithms.md §4.5: wrong segment, out-of-range reads, one sample).
+A table with a single size costs `t0` at or below that size (a latency floor: smaller messages
+are not assumed faster than the one measured) and `t0 * bytes / bytes0` above it (bandwidth
+bound: time proportional to size).
+
+Group sizes (`CommModel.time_us`): a table for the exact group size is used; between two
+measured group sizes the two tables' times are interpolated linearly in the group size; outside
+the measured range the nearest group size is used; with no group size known and a single
+measured one, that one is used, with several the largest. Each such decision is recorded once
+in `CommModel.notes`. A group of one rank moves nothing and costs 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lancet_mlir.tools.errors import UserError
+
+KINDS: tuple[str, ...] = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
+"""Collective kinds with their own tables (`comm.all_to_allv` is costed as `all_to_all`)."""
+
+_KIND_ALIASES: dict[str, str] = {
+    "allreduce": "allreduce",
+    "all_reduce": "allreduce",
+    "all-reduce": "allreduce",
+    "allgather": "allgather",
+    "all_gather": "allgather",
+    "all-gather": "allgather",
+    "reduce_scatter": "reduce_scatter",
+    "reducescatter": "reduce_scatter",
+    "reduce-scatter": "reduce_scatter",
+    "all_to_all": "all_to_all",
+    "alltoall": "all_to_all",
+    "all-to-all": "all_to_all",
+    "all_to_allv": "all_to_all",
+    "alltoallv": "all_to_all",
+}
+
+
+def canonical_kind(name: str) -> str | None:
+    """The table kind for a collective name or alias (`all-reduce`, `alltoall`, ...), or None."""
+    return _KIND_ALIASES.get(name.strip().lower())
+
+
+# ---- one fitted curve --------------------------------------------------------------------------
+def isotonic_fit(ys: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted least-squares non-decreasing fit of `ys` (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [weighted mean, weight, number of points]
+    for y, w in zip(ys, weights, strict=True):
+        blocks.append([y, w, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            y2, w2, n2 = blocks.pop()
+            y1, w1, n1 = blocks[-1]
+            blocks[-1] = [(y1 * w1 + y2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    out: list[float] = []
+    for mean, _, n in blocks:
+        out.extend([mean] * int(n))
+    return out
+
+
+@dataclass(frozen=True)
+class PiecewiseLinear:
+    """A fitted (x -> y) curve: sorted distinct `xs`, their `ys` (see the module doc)."""
+
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+    @classmethod
+    def fit(cls, samples: Iterable[tuple[float, float]], monotone: bool = True) -> PiecewiseLinear:
+        """Fit samples (x, y): average duplicate x, then (if `monotone`) isotonic regression."""
+        sums: dict[float, list[float]] = {}
+        for x, y in samples:
+            acc = sums.setdefault(float(x), [0.0, 0.0])
+            acc[0] += float(y)
+            acc[1] += 1.0
+        if not sums:
+            raise ValueError("cannot fit a curve to no samples")
+        xs = sorted(sums)
+        ys = [sums[x][0] / sums[x][1] for x in xs]
+        if monotone:
+            ys = isotonic_fit(ys, [sums[x][1] for x in xs])
+        return cls(tuple(xs), tuple(ys))
+
+    def __call__(self, x: float) -> float:
+        """Evaluate: interpolation inside, linear extrapolation outside, clamped at >= 0."""
+        xs, ys = self.xs, self.ys
+        if len(xs) == 1:
+            x0, y0 = xs[0], ys[0]
+            return y0 if x <= x0 or x0 <= 0 else y0 * x / x0
+        i = min(max(bisect.bisect_right(xs, x) - 1, 0), len(xs) - 2)
+        slope = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+        return max(0.0, ys[i] + slope * (x - xs[i]))
+
+
+# ---- alpha-beta --------------------------------------------------------------------------------
+def bus_factor(kind: str, group_size: int | None) -> float:
+    """nccl-tests' bus-bandwidth factor of a ring algorithm: bytes each rank sends per payload
+    byte. allreduce 2(G-1)/G, allgather/reduce_scatter/all_to_all (G-1)/G; unknown G: the
+    large-group limit (2 or 1)."""
+    twice = canonical_kind(kind) == "allreduce"
+    if group_size is None:
+        return 2.0 if twice else 1.0
+    base = (group_size - 1) / group_size
+    return 2.0 * base if twice else base
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """t = alpha_us + beta_us_per_byte * bytes * bus_factor(kind, G); 0 for a 1-rank group.
+
+    `1 / beta` is the bus bandwidth nccl-tests reports (busbw), so measured busbw plugs in
+    directly.
+    """
+
+    alpha_us: float
+    beta_us_per_byte: float
+
+    @classmethod
+    def from_busbw(cls, alpha_us: float, busbw_gb_per_s: float) -> AlphaBeta:
+        """From a latency in µs and a bus bandwidth in GB/s (1e9 bytes/s)."""
+        return cls(alpha_us, 1e6 / (busbw_gb_per_s * 1e9))
+
+    def time_us(self, kind: str, nbytes: float, group_size: int | None) -> float:
+        """Predicted time of one collective of `nbytes` payload bytes."""
+        if group_size is not None and group_size <= 1:
+            return 0.0
+        return self.alpha_us + self.beta_us_per_byte * nbytes * bus_factor(kind, group_size)
+
+
+# ---- raw tables --------------------------------------------------------------------------------
+@dataclass
+class CommTable:
+    """Measured samples `(bytes, time_us)` keyed by (kind, group size), before fitting."""
+
+    samples: dict[tuple[str, int], list[tuple[int, float]]] = field(default_factory=dict)
+
+    def add(self, kind: str, group_size: int, nbytes: int, time_us: float) -> None:
+        """Add one sample (kind may be an alias; validated)."""
+        canon = canonical_kind(kind)
+        if canon is None:
+            raise UserError(f"unknown collective kind {kind!r} (known: {', '.join(KINDS)})")
+        if group_size < 1:
+            raise UserError(f"group size must be >= 1, got {group_size}")
+        if nbytes < 0:
+            raise UserError(f"message size must be >= 0 bytes, got {nbytes}")
+        if not math.isfinite(time_us) or time_us < 0:
+            raise UserError(f"time must be finite and >= 0 µs, got {time_us}")
+        self.samples.setdefault((canon, group_size), []).append((int(nbytes), float(time_us)))
+
+    def extend(self, other: CommTable) -> CommTable:
+        """Pool `other`'s samples into this table (in place) and return self."""
+        for key, rows in other.samples.items():
+            self.samples.setdefault(key, []).extend(rows)
+        return self
+
+    def keys(self) -> list[tuple[str, int]]:
+        """The (kind, group size) pairs present, sorted."""
+        return sorted(self.samples)
+
+    def rows(self) -> list[tuple[str, int, int, float]]:
+        """All samples as (kind, group size, bytes, time), sorted by kind, group and size
+        (samples of equal size keep their input order)."""
+        out = []
+        for kind, g in self.keys():
+            for nbytes, t in sorted(self.samples[(kind, g)], key=lambda s: s[0]):
+                out.append((kind, g, nbytes, t))
+        return out
+
+    def fit(self) -> dict[tuple[str, int], PiecewiseLinear]:
+        """One monotone piecewise-linear curve per (kind, group size)."""
+        return {key: PiecewiseLinear.fit(self.samples[key]) for key in self.keys()}
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.samples.values())
+
+
+# ---- the model ---------------------------------------------------------------------------------
+class CommModel:
+    """Collective time from fitted tables, falling back to alpha-beta for uncovered kinds."""
+
+    def __init__(
+        self,
+        curves: dict[tuple[str, int], PiecewiseLinear],
+        alpha_beta: AlphaBeta,
+        label: str = "",
+    ):
+        self.curves = dict(curves)
+        self.alpha_beta = alpha_beta
+        self.label = label
+        self._sizes: dict[str, list[int]] = {}
+        for kind, g in sorted(self.curves):
+            self._sizes.setdefault(kind, []).append(g)
+        self._notes: dict[str, None] = {}  # insertion-ordered set
+
+    @classmethod
+    def from_table(cls, table: CommTable, alpha_beta: AlphaBeta, label: str = "") -> CommModel:
+        """Fit `table` and build the model."""
+        return cls(table.fit(), alpha_beta, label)
+
+    @property
+    def notes(self) -> list[str]:
+        """Decisions taken while costing (group-size substitutions, fallbacks), in order."""
+        return list(self._notes)
+
+    def note(self, text: str) -> None:
+        """Record a note once."""
+        self._notes.setdefault(text, None)
+
+    def group_sizes(self, kind: str) -> list[int]:
+        """Measured group sizes of `kind`, ascending."""
+        canon = canonical_kind(kind) or kind
+        return list(self._sizes.get(canon, []))
+
+    def time_us(self, kind: str, nbytes: float, group_size: int | None) -> float:
+        """Time of one collective of `kind` moving `nbytes` (nccl-tests payload convention)."""
+        canon = canonical_kind(kind)
+        if canon is None:
+            raise UserError(f"unknown collective kind {kind!r}")
+        if group_size is not None and group_size <= 1:
+            return 0.0
+        sizes = self._sizes.get(canon)
+        if not sizes:
+            self.note(
+                f"{canon}: no measured table{' in ' + self.label if self.label else ''}; "
+                "used alpha-beta "
+                f"(alpha {self.alpha_beta.alpha_us:g} us, "
+                f"busbw {1e-3 / self.alpha_beta.beta_us_per_byte:.0f} GB/s)"
+            )
+            return self.alpha_beta.time_us(canon, nbytes, group_size)
+        return self._table_time(canon, sizes, nbytes, group_size)
+
+    def _table_time(
+        self, kind: str, sizes: list[int], nbytes: float, group_size: int | None
+    ) -> float:
+        if group_size is None:
+            g = sizes[-1]
+            if len(sizes) > 1:
+                self.note(
+                    f"{kind}: group size unknown (no groups, lancet.world_size or --world-size); "
+                    f"used the largest measured group size {g}"
+                )
+            return self.curves[(kind, g)](nbytes)
+        if group_size in sizes:
+            return self.curves[(kind, group_size)](nbytes)
+        if group_size < sizes[0] or group_size > sizes[-1]:
+            g = sizes[0] if group_size < sizes[0] else sizes[-1]
+            self.note(
+                f"{kind}: group size {group_size} not measured; used the nearest measured "
+                f"group size {g}"
+            )
+            return self.curves[(kind, g)](nbytes)
+        hi = bisect.bisect_right(sizes, group_size)
+        g1, g2 = sizes[hi - 1], sizes[hi]
+        self.note(
+            f"{kind}: group size {group_size} not measured; interpolated between measured "
+            f"group sizes {g1} and {g2}"
+        )
+        t1 = self.curves[(kind, g1)](nbytes)
+        t2 = self.curves[(kind, g2)](nbytes)
+        return t1 + (t2 - t1) * (group_size - g1) / (g2 - g1)

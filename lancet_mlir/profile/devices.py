@@ -1,0 +1,151 @@
+"""GPU specs for the roofline model and each device's default communication model.
+
+Peak numbers are NVIDIA datasheet values for one GPU, *dense* (the datasheets quote tensor-core
+figures "with sparsity", which are twice the dense ones; we halve those):
+
+* V100 SXM2 (Tesla V100 datasheet): FP64 7.8, FP32 15.7, FP16 tensor 125 TFLOP/s; HBM2 900 GB/s;
+  NVLink 2 300 GB/s. No TF32/BF16 hardware: those dtypes run at the FP32 rate.
+* A100 SXM4 80GB (A100 datasheet): FP64 tensor 19.5, FP32 19.5, TF32 156, BF16/FP16 312,
+  INT8 624 TFLOP/s; HBM2e 2,039 GB/s; NVLink 3 600 GB/s.
+* H100 SXM5 (H100 datasheet): FP64 tensor 67, FP32 67, TF32 494.7, BF16/FP16 989.4,
+  FP8/INT8 1,978.9 TFLOP/s; HBM3 3.35 TB/s; NVLink 4 900 GB/s.
+* H200 SXM (H200 datasheet): the H100's compute; HBM3e 4.8 TB/s; NVLink 4 900 GB/s.
+* B200 (HGX B200 datasheet, 8-GPU figures / 8): FP64 37, FP32 75, TF32 1,125, BF16/FP16 2,250,
+  FP8 4,500 TFLOP/s; HBM3e 8 TB/s; NVLink 5 1.8 TB/s.
+* GB200 (GB200 NVL72 datasheet, per-superchip figures / 2): FP64 45, FP32 90, TF32 1,250,
+  BF16/FP16 2,500, FP8 5,000 TFLOP/s; HBM3e 8 TB/s; NVLink 5 1.8 TB/s.
+
+Communication: H100 and B200 and GB200 have measured tables derived from XLA's collective perf
+table (lancet_mlir/data/README.md); the H200 reuses the H100 table (same NVLink 4 / NVSwitch
+fabric, same per-GPU link bandwidth). V100 and A100 have no table and use alpha-beta: the H100
+table reaches a bus bandwidth of about 0.40 x its NVLink bandwidth (340-400 of 900 GB/s at
+2 GiB, 8 GPUs) with about 20 µs latency, and the same ratio is applied to NVLink 2 (300 GB/s ->
+120 GB/s) and NVLink 3 (600 GB/s -> 240 GB/s). The alpha-beta of table devices is the fallback
+for a kind their table lacks (measured busbw: H100 ~360 GB/s, B200 ~600 GB/s, GB200 ~650 GB/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lancet_mlir.profile.comm_model import AlphaBeta
+from lancet_mlir.tools.errors import UserError
+
+T = 1e12
+G = 1e9
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU: peak dense FLOP/s per dtype, HBM bytes/s, and its comm model sources."""
+
+    name: str
+    description: str
+    peak_flops: dict[str, float]
+    hbm_bytes_per_s: float
+    nvlink_bytes_per_s: float
+    alpha_beta: AlphaBeta
+    comm_table: str | None = None  # data file in lancet_mlir/data/
+    matmul_table: str | None = None  # data file in lancet_mlir/data/
+    xla_gpu: str | None = None  # `gpu` column value in XLA's perf tables
+    aliases: tuple[str, ...] = field(default=())
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for `dtype`; dtypes without their own entry run at the f32 rate."""
+        return self.peak_flops.get(dtype, self.peak_flops["f32"])
+
+
+def _nvlink_alpha_beta(nvlink_gb_per_s: float) -> AlphaBeta:
+    # 0.40 x NVLink bandwidth and 20 µs: what the H100 table shows (module doc)
+    return AlphaBeta.from_busbw(20.0, 0.40 * nvlink_gb_per_s)
+
+
+DEVICES: dict[str, Device] = {
+    d.name: d
+    for d in (
+        Device(
+            "v100",
+            "NVIDIA V100 SXM2",
+            {"f64": 7.8 * T, "f32": 15.7 * T, "f16": 125 * T},
+            900 * G,
+            300 * G,
+            _nvlink_alpha_beta(300),
+            aliases=("sm_70", "v100-sxm2"),
+        ),
+        Device(
+            "a100",
+            "NVIDIA A100 SXM4 80GB",
+            {"f64": 19.5 * T, "f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T,
+             "f16": 312 * T, "i8": 624 * T},
+            2039 * G,
+            600 * G,
+            _nvlink_alpha_beta(600),
+            aliases=("sm_80", "a100-sxm4"),
+        ),
+        Device(
+            "h100",
+            "NVIDIA H100 SXM5",
+            {"f64": 67 * T, "f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T,
+             "f16": 989.4 * T, "f8E4M3FN": 1978.9 * T, "f8E5M2": 1978.9 * T, "i8": 1978.9 * T},
+            3350 * G,
+            900 * G,
+            AlphaBeta.from_busbw(20.0, 360),
+            comm_table="comm_h100.csv",
+            matmul_table="matmul_h100.csv",
+            xla_gpu="sm_90",
+            aliases=("sm_90", "h100-sxm", "h100-sxm5"),
+        ),
+        Device(
+            "h200",
+            "NVIDIA H200 SXM",
+            {"f64": 67 * T, "f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T,
+             "f16": 989.4 * T, "f8E4M3FN": 1978.9 * T, "f8E5M2": 1978.9 * T, "i8": 1978.9 * T},
+            4800 * G,
+            900 * G,
+            AlphaBeta.from_busbw(20.0, 360),
+            comm_table="comm_h100.csv",
+            matmul_table="matmul_h100.csv",
+            xla_gpu="sm_90",
+            aliases=("h200-sxm",),
+        ),
+        Device(
+            "b200",
+            "NVIDIA B200 (HGX)",
+            {"f64": 37 * T, "f32": 75 * T, "tf32": 1125 * T, "bf16": 2250 * T,
+             "f16": 2250 * T, "f8E4M3FN": 4500 * T, "f8E5M2": 4500 * T},
+            8000 * G,
+            1800 * G,
+            AlphaBeta.from_busbw(20.0, 600),
+            comm_table="comm_b200.csv",
+            matmul_table="matmul_b200.csv",
+            xla_gpu="sm_100_B200",
+            aliases=("sm_100", "sm_100_b200"),
+        ),
+        Device(
+            "gb200",
+            "NVIDIA GB200 (NVL72, per GPU)",
+            {"f64": 45 * T, "f32": 90 * T, "tf32": 1250 * T, "bf16": 2500 * T,
+             "f16": 2500 * T, "f8E4M3FN": 5000 * T, "f8E5M2": 5000 * T},
+            8000 * G,
+            1800 * G,
+            AlphaBeta.from_busbw(20.0, 650),
+            comm_table="comm_gb200.csv",
+            xla_gpu="sm_100_GB200",
+            aliases=("sm_100_gb200",),
+        ),
+    )
+}
+
+
+def device_names() -> list[str]:
+    """Canonical device names, in table order."""
+    return list(DEVICES)
+
+
+def get_device(name: str) -> Device:
+    """The device called `name` (case-insensitive; aliases such as `sm_90` accepted)."""
+    wanted = name.strip().lower()
+    for device in DEVICES.values():
+        if wanted == device.name or wanted in device.aliases:
+            return device
+    raise UserError(f"unknown device {name!r} (choices: {', '.join(device_names())})")

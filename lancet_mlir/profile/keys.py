@@ -1,0 +1,65 @@
+"""Op keys: the name under which an op's measured time is stored in a profile.
+
+A key is the op name, ";", every operand type followed by ",", "|", then the result type(s):
+
+    comp.matmul;T<64x128xf32>,T<128x256xf32>,|T<64x256xf32>
+
+Tensors render as `T<d0xd1x...xdtype>` (rank 0: `T<f32>`, dynamic dims `?`), other types as
+their MLIR text. One result renders bare, several as `(T<..>,T<..>,)`, none as nothing. This is
+Lancet's key scheme (lancet-algorithms.md §4.1) with MLIR op names instead of RAF's dispatched
+kernel names, so two ops share a key exactly when they launch the same kernel on the same shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, Operation
+
+from lancet_mlir.graph.dataflow import op_display_name
+
+# (op name, operand types, result types) -> key. Types are immutable and hashable, so this
+# cache turns the string rendering into one dict lookup per op of an already seen signature.
+_KEY_CACHE: dict[tuple[str, tuple[Attribute, ...], tuple[Attribute, ...]], str] = {}
+_CACHE_LIMIT = 1 << 16
+
+
+def render_type(ty: Attribute) -> str:
+    """Render one type the way op keys do: `T<64x128xf32>` for tensors, MLIR text otherwise."""
+    if isinstance(ty, TensorType):
+        dims = ["?" if d < 0 else str(d) for d in ty.get_shape()]
+        return "T<" + "".join(d + "x" for d in dims) + str(ty.element_type) + ">"
+    return str(ty)
+
+
+def render_signature(
+    name: str, operand_types: Sequence[Attribute], result_types: Sequence[Attribute]
+) -> str:
+    """The key of an op called `name` with these operand and result types."""
+    args = "".join(render_type(t) + "," for t in operand_types)
+    if len(result_types) == 1:
+        out = render_type(result_types[0])
+    elif result_types:
+        out = "(" + "".join(render_type(t) + "," for t in result_types) + ")"
+    else:
+        out = ""
+    return f"{name};{args}|{out}"
+
+
+def op_key(op: Operation) -> str:
+    """The profile key of `op` (real op name also for unregistered ops)."""
+    name = op_display_name(op)
+    sig = (name, tuple(v.type for v in op.operands), tuple(r.type for r in op.results))
+    key = _KEY_CACHE.get(sig)
+    if key is None:
+        key = render_signature(*sig)
+        if len(_KEY_CACHE) >= _CACHE_LIMIT:  # bound the memory of long-running processes
+            _KEY_CACHE.clear()
+        _KEY_CACHE[sig] = key
+    return key
+
+
+def key_op_name(key: str) -> str:
+    """The op name part of a key (everything before the first ';')."""
+    return key.split(";", 1)[0]

@@ -1,0 +1,224 @@
+"""Roofline compute-time estimates for ops without a measured time.
+
+    time = max(flops / (peak(dtype) * COMPUTE_EFFICIENCY), bytes / (hbm_bw * MEMORY_EFFICIENCY))
+
+* COMPUTE_EFFICIENCY = 0.75: large matmuls in XLA's H100 table reach 0.73-0.81 of the BF16
+  peak (722-805 of 989 TFLOP/s for 2^35-2^39 FLOP); real kernels rarely exceed that.
+* MEMORY_EFFICIENCY = 0.8: streaming (elementwise, normalization) kernels typically reach
+  80-90 % of HBM bandwidth; 0.8 is the conservative end.
+
+Matmuls (`MATMUL_OPS`) on devices with a calibration table (`lancet_mlir/data/matmul_*.csv`,
+derived from XLA's matmul perf table, see lancet_mlir/data/README.md) use the measured time
+curve instead of the compute term: the median measured time per FLOP count, made monotone and
+interpolated piecewise-linearly in FLOPs (linear extrapolation outside, as comm tables). BF16 and
+F16 use the `bf16` curve. XLA ran F32 matmuls at its default precision, i.e. on TF32 tensor
+cores, so that curve is stored as `tf32`; an F32 matmul (no TF32: the numpy/cupy back-ends run
+true FP32) costs the larger of the FP32 roofline term and the TF32 curve, which supplies the
+small-size latency floor the plain roofline lacks. The memory term always applies.
+
+FLOPs and bytes come from `lancet.flops` / `lancet.bytes` attributes when present (e.g. on
+imported StableHLO; a missing `lancet.bytes` defaults to the operand + result tensor bytes, a
+missing `lancet.flops` to 0), else from the compute-kernel registry (`op_flops_bytes`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Callable
+from functools import cache
+
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
+from xdsl.ir import Attribute, Operation
+
+from lancet_mlir.dialects.comm import tensor_bytes
+from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.profile.comm_model import PiecewiseLinear
+from lancet_mlir.profile.devices import Device
+from lancet_mlir.profile.fileio import data_path, read_text
+from lancet_mlir.tools.errors import UserError
+
+COMPUTE_EFFICIENCY = 0.75
+MEMORY_EFFICIENCY = 0.8
+
+FLOPS_ATTR = "lancet.flops"
+BYTES_ATTR = "lancet.bytes"
+
+MATMUL_OPS: frozenset[str] = frozenset(
+    {
+        "comp.matmul",
+        "comp.matmul_dx",
+        "comp.matmul_dw",
+        "comp.batch_matmul",
+        "comp.batch_matmul_dx",
+        "comp.batch_matmul_dw",
+        "stablehlo.dot",
+        "stablehlo.dot_general",
+        "linalg.matmul",
+        "linalg.batch_matmul",
+    }
+)
+"""Ops costed with the matmul calibration curve where a device has one."""
+
+MATMUL_TABLE_HEADER = ("dtype", "flops", "time_us")
+_XLA_MATMUL_DTYPES = {"bf16xbf16->bf16": "bf16", "f32xf32->f32": "tf32"}
+
+
+def roofline_time_us(
+    flops: float,
+    nbytes: float,
+    dtype: str,
+    device: Device,
+    compute_efficiency: float = COMPUTE_EFFICIENCY,
+    memory_efficiency: float = MEMORY_EFFICIENCY,
+) -> float:
+    """max(compute time, memory time) in µs for `flops` FLOPs and `nbytes` bytes of traffic."""
+    compute = flops / (device.peak(dtype) * compute_efficiency)
+    memory = nbytes / (device.hbm_bytes_per_s * memory_efficiency)
+    return max(compute, memory) * 1e6
+
+
+# ---- matmul calibration ------------------------------------------------------------------------
+def parse_matmul_table(text: str, source: str) -> dict[str, PiecewiseLinear]:
+    """Read `dtype,flops,time_us` rows into one monotone curve per dtype."""
+    reader = csv.reader(io.StringIO("\n".join(ln for ln in text.splitlines()
+                                              if not ln.lstrip().startswith("#"))))
+    header = next(reader, None)
+    if header is None or tuple(c.strip() for c in header) != MATMUL_TABLE_HEADER:
+        raise UserError(f"{source}: expected header {','.join(MATMUL_TABLE_HEADER)}")
+    samples: dict[str, list[tuple[float, float]]] = {}
+    for n, cells in enumerate(reader, 2):
+        if not cells:
+            continue
+        try:
+            flops, t = float(cells[1]), float(cells[2])
+        except (ValueError, IndexError):
+            raise UserError(f"{source}: row {n}: expected dtype,flops,time_us") from None
+        if not (math.isfinite(flops) and math.isfinite(t)) or flops < 0 or t < 0:
+            raise UserError(f"{source}: row {n}: flops and time_us must be finite and >= 0")
+        samples.setdefault(cells[0].strip(), []).append((flops, t))
+    return {dtype: PiecewiseLinear.fit(rows) for dtype, rows in sorted(samples.items())}
+
+
+@cache
+def load_matmul_calibration(name: str) -> dict[str, PiecewiseLinear]:
+    """The shipped matmul calibration file `name` (cached)."""
+    path = data_path(name)
+    return parse_matmul_table(read_text(path), str(path))
+
+
+def derive_matmul_table(text: str, gpu: str, source: str = "<xla matmul table>") -> list[
+    tuple[str, int, float]
+]:
+    """From XLA's matmul perf table (`gpu,b,m,n,k,dtypes,flops_per_s`): the median time (µs) per
+    FLOP count (2*b*m*n*k) for `gpu`, as (dtype, flops, time_us) rows sorted by dtype, flops."""
+    reader = csv.DictReader(io.StringIO(text))
+    times: dict[tuple[str, int], list[float]] = {}
+    for row in reader:
+        dtype = _XLA_MATMUL_DTYPES.get(row.get("dtypes", ""))
+        if row.get("gpu") != gpu or dtype is None:
+            continue
+        flops = 2 * int(row["b"]) * int(row["m"]) * int(row["n"]) * int(row["k"])
+        rate = float(row["flops_per_s"])
+        if rate <= 0:
+            continue
+        times.setdefault((dtype, flops), []).append(flops / rate * 1e6)
+    if not times:
+        raise UserError(f"{source}: no bf16/f32 matmul rows for gpu {gpu!r}")
+    return [(d, f, statistics.median(v)) for (d, f), v in sorted(times.items())]
+
+
+def matmul_time_us(flops: float, nbytes: float, dtype: str, device: Device) -> float:
+    """Matmul time: the device's calibration curve where it has one, else the roofline."""
+    curves = load_matmul_calibration(device.matmul_table) if device.matmul_table else {}
+    memory = nbytes / (device.hbm_bytes_per_s * MEMORY_EFFICIENCY) * 1e6
+    if dtype in ("bf16", "f16") and "bf16" in curves:
+        return max(curves["bf16"](flops), memory)
+    if dtype == "tf32" and "tf32" in curves:
+        return max(curves["tf32"](flops), memory)
+    if dtype == "f32" and "tf32" in curves:
+        return max(roofline_time_us(flops, nbytes, dtype, device), curves["tf32"](flops))
+    return roofline_time_us(flops, nbytes, dtype, device)
+
+
+# ---- ops ---------------------------------------------------------------------------------------
+_DTYPE_NAMES: dict[Attribute, str] = {}  # element type -> name: printing types is slow
+
+
+def element_dtype(ty: Attribute) -> str | None:
+    """The dtype name (`f32`, `bf16`, `i8`, ...) of a tensor type, else None."""
+    if not isinstance(ty, TensorType):
+        return None
+    name = _DTYPE_NAMES.get(ty.element_type)
+    if name is None:
+        name = _DTYPE_NAMES[ty.element_type] = str(ty.element_type)
+    return name
+
+
+def op_dtype(op: Operation) -> str:
+    """The dtype an op computes in: its first tensor result's, else first tensor operand's,
+    else f32."""
+    for value in (*op.results, *op.operands):
+        dtype = element_dtype(value.type)
+        if dtype is not None:
+            return dtype
+    return "f32"
+
+
+def _numeric_attr(op: Operation, name: str) -> float | None:
+    attr = op.attributes.get(name)
+    if attr is None:
+        return None
+    if isinstance(attr, IntegerAttr | FloatAttr):
+        value = float(attr.value.data)
+        if math.isfinite(value) and value >= 0:
+            return value
+    raise UserError(f"{op_display_name(op)}: {name} must be a finite number >= 0, got {attr}")
+
+
+def _io_bytes(op: Operation) -> int:
+    return sum(tensor_bytes(v.type) for v in (*op.operands, *op.results))
+
+
+@cache
+def _kernel_flops_bytes() -> Callable[[Operation], tuple[float, float] | None] | None:
+    """The compute dialect's `op_flops_bytes`, or None while the dialect is not available."""
+    for module in ("lancet_mlir.dialects.comp", "lancet_mlir.dialects.kernels"):
+        try:
+            imported = __import__(module, fromlist=["op_flops_bytes"])
+        except ImportError:
+            continue
+        fn = getattr(imported, "op_flops_bytes", None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
+    """FLOPs and bytes of `op` from `lancet.flops`/`lancet.bytes`, else the kernel registry;
+    None when nothing knows the op."""
+    flops = _numeric_attr(op, FLOPS_ATTR)
+    nbytes = _numeric_attr(op, BYTES_ATTR)
+    if flops is not None or nbytes is not None:
+        return (flops or 0.0, float(_io_bytes(op)) if nbytes is None else nbytes)
+    counter = _kernel_flops_bytes()
+    if counter is None:
+        return None
+    counted = counter(op)
+    if counted is None:
+        return None
+    return float(counted[0]), float(counted[1])
+
+
+def op_roofline_us(op: Operation, device: Device) -> float | None:
+    """Estimated time of a compute op on `device`, None when its FLOPs/bytes are unknown."""
+    counted = op_flops_bytes(op)
+    if counted is None:
+        return None
+    flops, nbytes = counted
+    dtype = op_dtype(op)
+    if op_display_name(op) in MATMUL_OPS:
+        return matmul_time_us(flops, nbytes, dtype, device)
+    return roofline_time_us(flops, nbytes, dtype, device)

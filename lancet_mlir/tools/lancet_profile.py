@@ -1,0 +1,312 @@
+"""lancet-profile: measure op timings and convert, combine and inspect profiles and comm tables.
+
+    lancet-profile measure model.mlir --backend cpu|cuda -o prof.json
+    mpiexec -n 4 lancet-profile sync prof.{rank}.json -o prof.json
+    lancet-profile from-nccl-tests alltoall_perf.log -o a2a.csv
+    lancet-profile from-lancet profile_x.profile -o prof.json
+    lancet-profile from-lancet-csv alltoall_perf_2x8.csv --kind all_to_all --group-size 16 -o a2a.csv
+    lancet-profile from-xla xla-collective-perf.csv --device h100 -o comm_h100.csv
+    lancet-profile from-xla-matmul xla-matmul-perf.csv --device h100 -o matmul_h100.csv
+    lancet-profile show prof.json
+    lancet-profile merge a.json b.json -o ab.json
+
+File formats: docs/formats.md. Errors end with one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from lancet_mlir.tools.errors import UserError, run_cli
+
+TOOL = "lancet-profile"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors become UserError (one line via run_cli, exit code 1)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = _Parser(prog=TOOL, description="Measure, convert and inspect lancet-mlir profiles.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("measure", help="measure every op of a module (numpy or CUDA back-end)")
+    p.add_argument("module", metavar="module.mlir")
+    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="profile JSON to write (default: stdout)")
+    p.add_argument("--warmup", type=_non_negative_int, default=5,
+                   help="unmeasured warm-up runs per op (default 5)")
+    p.add_argument("--iters", type=_positive_int, default=20,
+                   help="measured runs per op (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--world-size", type=_positive_int, default=None, metavar="N",
+                   help="override the module's lancet.world_size")
+
+    p = sub.add_parser("sync", help="average profiles over MPI ranks (run under mpiexec)")
+    p.add_argument("input", help="this rank's profile; '{rank}' is replaced by the rank")
+    p.add_argument("-o", "--output", required=True,
+                   help="output profile; with '{rank}' every rank writes one, else rank 0 writes")
+
+    p = sub.add_parser("from-nccl-tests", help="comm table CSV from nccl-tests output")
+    p.add_argument("logs", nargs="+", metavar="LOG")
+    p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
+    p.add_argument("--kind", default=None, help="collective kind (default: from the log)")
+    p.add_argument("--group-size", type=_positive_int, default=None,
+                   help="ranks per collective (default: from the log's '#  Rank' lines)")
+
+    p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
+    p.add_argument("input", metavar="FILE.profile")
+    p.add_argument("-o", "--output", default=None, help="JSON to write (default: stdout)")
+    p.add_argument("--device", default=None, help="device to record in the metadata")
+
+    p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
+    p.add_argument("input", metavar="FILE.csv")
+    p.add_argument("--kind", required=True, help="collective kind, e.g. all_to_all")
+    p.add_argument("--group-size", type=_positive_int, required=True)
+    p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
+
+    p = sub.add_parser("from-xla", help="comm table CSV from XLA's collective perf table")
+    p.add_argument("input", metavar="xla-collective-perf.csv")
+    _gpu_options(p)
+    p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
+
+    p = sub.add_parser("from-xla-matmul", help="matmul calibration CSV from XLA's matmul table")
+    p.add_argument("input", metavar="xla-matmul-perf.csv")
+    _gpu_options(p)
+    p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
+
+    p = sub.add_parser("show", help="print a profile or comm table as a table")
+    p.add_argument("input", metavar="FILE")
+    p.add_argument("--sort", choices=("key", "mean"), default="key",
+                   help="profile entry order (default: key)")
+    p.add_argument("--limit", type=_positive_int, default=None, help="show at most N rows")
+
+    p = sub.add_parser("merge", help="merge profiles (count-weighted means)")
+    p.add_argument("inputs", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", required=True)
+    return parser
+
+
+def _gpu_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--device", default=None, help="device name (e.g. h100)")
+    group.add_argument("--gpu", default=None, help="XLA gpu column value (e.g. sm_90)")
+
+
+def _xla_gpu(args: argparse.Namespace) -> str:
+    if args.gpu:
+        return args.gpu
+    from lancet_mlir.profile.devices import get_device
+
+    device = get_device(args.device)
+    if device.xla_gpu is None:
+        raise UserError(f"device {device.name} has no XLA data; pass --gpu")
+    return device.xla_gpu
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from lancet_mlir.profile.fileio import write_atomic
+
+    write_atomic(output, text)
+
+
+# ---- subcommands ---------------------------------------------------------------------------------
+def cmd_measure(args: argparse.Namespace) -> int:
+    """Delegate to the measurement back-ends."""
+    from lancet_mlir.profile.measure import measure_command
+
+    return measure_command(args) or 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Average this rank's profile with every other rank's and write the result."""
+    from mpi4py import MPI
+
+    from lancet_mlir.profile.mpi_sync import load_and_sync, raise_if_any_failed
+
+    comm = MPI.COMM_WORLD
+    db = load_and_sync(args.input, comm)
+    rank = comm.Get_rank()
+    error = None
+    if "{rank}" in args.output or rank == 0:
+        try:
+            db.save(args.output.replace("{rank}", str(rank)))
+        except UserError as exc:
+            error = str(exc)
+    raise_if_any_failed(comm, error)
+    return 0
+
+
+def cmd_from_nccl_tests(args: argparse.Namespace) -> int:
+    """Convert nccl-tests logs to our comm-table CSV."""
+    from lancet_mlir.profile.comm_loaders import parse_nccl_tests, table_csv_text
+    from lancet_mlir.profile.comm_model import CommTable
+    from lancet_mlir.profile.fileio import read_text
+
+    table = CommTable()
+    for log in args.logs:
+        table.extend(parse_nccl_tests(read_text(log), log, args.kind, args.group_size))
+    sources = ", ".join(args.logs)
+    _emit(table_csv_text(table, (f"from nccl-tests output: {sources} (in-place times)",)),
+          args.output)
+    return 0
+
+
+def cmd_from_lancet(args: argparse.Namespace) -> int:
+    """Convert a Lancet .profile to our JSON profile."""
+    from lancet_mlir.profile.profile_db import ProfileDB
+
+    if not args.input.endswith(".profile"):
+        raise UserError(f"{args.input}: expected a Lancet .profile file")
+    db = ProfileDB.load(args.input)
+    if args.device:
+        db.metadata["device"] = args.device.lower()
+    _emit(db.to_json_text(), args.output)
+    return 0
+
+
+def cmd_from_lancet_csv(args: argparse.Namespace) -> int:
+    """Convert a Lancet supplement CSV (32-bit words, µs) to our comm-table CSV."""
+    from lancet_mlir.profile.comm_loaders import parse_lancet_supplement, table_csv_text
+    from lancet_mlir.profile.fileio import read_text
+
+    table = parse_lancet_supplement(read_text(args.input), args.kind, args.group_size, args.input)
+    comment = f"from Lancet supplement CSV {args.input} (bytes = 4 x size in 32-bit words)"
+    _emit(table_csv_text(table, (comment,)), args.output)
+    return 0
+
+
+def cmd_from_xla(args: argparse.Namespace) -> int:
+    """Extract one GPU's collectives from XLA's perf table into our comm-table CSV."""
+    from lancet_mlir.profile.comm_loaders import parse_xla_table, table_csv_text
+    from lancet_mlir.profile.fileio import read_text
+
+    gpu = _xla_gpu(args)
+    table = parse_xla_table(read_text(args.input), gpu, args.input)
+    comments = (
+        f"Collective times of XLA's default GPU perf table, gpu {gpu} (est_time_us per bytes,",
+        "group_size); source: openxla/xla, Apache-2.0. See lancet_mlir/data/README.md.",
+    )
+    _emit(table_csv_text(table, comments), args.output)
+    return 0
+
+
+def cmd_from_xla_matmul(args: argparse.Namespace) -> int:
+    """Median matmul time per FLOP count for one GPU from XLA's matmul perf table."""
+    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.profile.roofline import MATMUL_TABLE_HEADER, derive_matmul_table
+
+    gpu = _xla_gpu(args)
+    rows = derive_matmul_table(read_text(args.input), gpu, args.input)
+    lines = [
+        f"# Median matmul time per FLOP count (2*b*m*n*k) of XLA's matmul perf table, gpu {gpu};",
+        "# f32 rows ran at XLA's default precision (TF32) and are stored as tf32.",
+        "# source: openxla/xla, Apache-2.0. See lancet_mlir/data/README.md.",
+        ",".join(MATMUL_TABLE_HEADER),
+    ]
+    lines += [f"{d},{f},{round(t, 4)!r}" for d, f, t in rows]  # 0.1 ns: below any noise
+    _emit("\n".join(lines) + "\n", args.output)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Pretty-print a profile (.json/.profile) or a comm table (.csv/.log)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=False)
+    if args.input.endswith((".json", ".profile")):
+        from lancet_mlir.profile.profile_db import ProfileDB
+
+        db = ProfileDB.load(args.input)
+        items = sorted(db.entries.items())
+        if args.sort == "mean":
+            items.sort(key=lambda kv: (-kv[1].mean_us, kv[0]))
+        console.print(f"{args.input}: {len(items)} entries", highlight=False)
+        table = Table()
+        for col in ("op key", "mean us", "std us", "min us", "max us", "count"):
+            table.add_column(col, justify="left" if col == "op key" else "right")
+        for key, e in items[: args.limit]:
+            table.add_row(key, f"{e.mean_us:.3f}", f"{e.std_us:.3f}", f"{e.min_us:.3f}",
+                          f"{e.max_us:.3f}", str(e.count))
+        console.print(table)
+        if db.metadata:
+            meta = ", ".join(f"{k}={v}" for k, v in sorted(db.metadata.items()))
+            console.print(f"metadata: {meta}", highlight=False)
+        return 0
+    from lancet_mlir.profile.comm_loaders import load_comm_table
+
+    comm = load_comm_table(args.input)
+    console.print(f"{args.input}: {len(comm)} samples", highlight=False)
+    table = Table()
+    for col in ("kind", "group", "bytes", "time us"):
+        table.add_column(col, justify="left" if col == "kind" else "right")
+    for kind, g, nbytes, t in comm.rows()[: args.limit]:
+        table.add_row(kind, str(g), str(nbytes), f"{t:.3f}")
+    console.print(table)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge several profiles into one (count-weighted)."""
+    from lancet_mlir.profile.profile_db import load_profiles
+
+    load_profiles(args.inputs).save(args.output)
+    return 0
+
+
+COMMANDS = {
+    "measure": cmd_measure,
+    "sync": cmd_sync,
+    "from-nccl-tests": cmd_from_nccl_tests,
+    "from-lancet": cmd_from_lancet,
+    "from-lancet-csv": cmd_from_lancet_csv,
+    "from-xla": cmd_from_xla,
+    "from-xla-matmul": cmd_from_xla_matmul,
+    "show": cmd_show,
+    "merge": cmd_merge,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point of `lancet-profile`."""
+
+    def body() -> int:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+
+    run_cli(TOOL, body)
+
+
+if __name__ == "__main__":
+    main()
