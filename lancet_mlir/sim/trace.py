@@ -1,0 +1,177 @@
+"""Export a simulated timeline: Chrome/Perfetto trace JSON and a Gantt chart (PNG).
+
+Chrome trace (`chrome_trace`): one complete event (`"ph": "X"`) per op whose duration is
+> 0 (ops of duration 0 take no time and would only clutter the view; they are left out).
+`pid` is the block (0 by default; the driver gives each simulated block its own pid and a
+`process_name`), `tid` is the stream: 0 = compute, 1..k = communication streams, named by
+`thread_name` metadata events "compute", "comm 1", ... . `ts`/`dur` are µs, the trace
+format's unit. `name` is the op name plus its first result's name (`comp.matmul %y`); `args`
+hold the op key, the node index, the stream and, for collectives, the payload bytes.
+Open the file in https://ui.perfetto.dev or chrome://tracing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
+
+COMPUTE_COLOR = "#4C72B0"
+COMM_COLOR = "#DD8452"
+
+
+def stream_name(stream: int) -> str:
+    """Display name of a stream id: "compute" or "comm <k>"."""
+    return "compute" if stream == COMPUTE_STREAM else f"comm {stream}"
+
+
+def op_names(graph: GraphLike) -> list[str]:
+    """Display names per node: op name plus first result name, or "op <i>" without IR."""
+    ops = getattr(graph, "ops", None)
+    if ops is None:
+        return [
+            f"{'comm' if c else 'op'} {i}" for i, c in enumerate(graph.is_comm)
+        ]
+    names = []
+    for op in ops:
+        name = op_display_name(op)
+        hint = op.results[0].name_hint if op.results else None
+        names.append(f"{name} %{hint}" if hint else name)
+    return names
+
+
+def _op_keys(graph: GraphLike) -> list[str] | None:
+    ops = getattr(graph, "ops", None)
+    if ops is None:
+        return None
+    from lancet_mlir.profile.keys import op_key
+
+    return [op_key(op) for op in ops]
+
+
+def chrome_trace(
+    graph: GraphLike,
+    durations: Sequence[float],
+    timeline: Timeline,
+    names: Sequence[str] | None = None,
+    *,
+    pid: int = 0,
+    process_name: str | None = None,
+) -> dict:
+    """The Chrome/Perfetto trace of `timeline` (see the module docstring for the layout)."""
+    n = len(timeline)
+    if len(durations) != n or len(graph.preds) != n:
+        raise ValueError("graph, durations and timeline sizes differ")
+    labels = list(names) if names is not None else op_names(graph)
+    keys = _op_keys(graph)
+    payload = getattr(graph, "payload_bytes", None)
+    events: list[dict] = []
+    if process_name is not None:
+        events.append(_meta("process_name", pid, 0, process_name))
+        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
+                       "args": {"sort_index": pid}})
+    for s in range(timeline.num_comm_streams + 1):
+        events.append(_meta("thread_name", pid, s, stream_name(s)))
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": s,
+                       "args": {"sort_index": s}})
+    for i in timeline.order:
+        if durations[i] <= 0:
+            continue
+        args: dict = {"node": i, "stream": timeline.stream[i]}
+        if keys is not None:
+            args["op_key"] = keys[i]
+        if graph.is_comm[i] and payload is not None:
+            args["bytes"] = payload[i]
+        events.append({
+            "name": labels[i],
+            "cat": "comm" if graph.is_comm[i] else "compute",
+            "ph": "X",
+            "pid": pid,
+            "tid": timeline.stream[i],
+            "ts": timeline.start[i],
+            "dur": timeline.end[i] - timeline.start[i],
+            "args": args,
+        })
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _meta(kind: str, pid: int, tid: int, name: str) -> dict:
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def merge_traces(traces: Sequence[dict]) -> dict:
+    """Concatenate the events of several traces (give each its own pid first)."""
+    events = [e for t in traces for e in t["traceEvents"]]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+# ---- Gantt chart -------------------------------------------------------------------------------
+def gantt_png(
+    path: str,
+    graph: GraphLike,
+    durations: Sequence[float],
+    timeline: Timeline,
+    title: str = "simulated timeline",
+) -> None:
+    """Draw one row per stream (compute blue, communication orange) into a PNG file."""
+    if len(durations) != len(timeline):
+        raise ValueError("durations and timeline sizes differ")
+    gantt_png_blocks(path, [("", timeline)], title=title)
+
+
+def gantt_png_blocks(
+    path: str, blocks: Sequence[tuple[str, Timeline]], title: str = "simulated timeline"
+) -> None:
+    """Draw several timelines (label, timeline) as stacked groups of stream rows.
+
+    Each stream is one `broken_barh` call, so 10k+ ops draw quickly. Written atomically.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows: list[tuple[str, list[tuple[float, float]], str]] = []
+    for label, tl in blocks:
+        for s in range(tl.num_comm_streams + 1):
+            spans = [(tl.start[i], tl.end[i] - tl.start[i]) for i in tl.chains[s]
+                     if tl.end[i] > tl.start[i]]
+            name = f"{label}: {stream_name(s)}" if label else stream_name(s)
+            rows.append((name, spans, COMPUTE_COLOR if s == COMPUTE_STREAM else COMM_COLOR))
+    fig, ax = plt.subplots(figsize=(14, 1.2 + 0.45 * len(rows)))
+    try:
+        for y, (_, spans, color) in enumerate(reversed(rows)):
+            ax.broken_barh(spans, (y + 0.1, 0.8), facecolors=color, edgecolor="none")
+        ax.set_yticks([y + 0.5 for y in range(len(rows))])
+        ax.set_yticklabels([name for name, _, _ in reversed(rows)])
+        ax.set_ylim(0, max(1, len(rows)))
+        makespan = max((tl.makespan_us for _, tl in blocks), default=0.0)
+        ax.set_xlim(0, makespan if makespan > 0 else 1.0)
+        ax.set_xlabel("time (µs)")
+        ax.set_title(title)
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+
+
+@contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yield a temporary file name next to `path`; rename it to `path` on success."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "no such folder", folder)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
