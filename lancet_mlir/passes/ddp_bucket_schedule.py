@@ -1,0 +1,172 @@
+"""ddp-bucket-schedule: PyTorch-DDP-style gradient bucketing, a baseline schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.dialects.comm import AllReduceOp
+from lancet_mlir.graph.buckets import fusion_key
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import (
+    apply_order,
+    check_dominance,
+    fuse_collectives,
+    schedulable_blocks,
+)
+
+DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
+ROLE_ATTR = "lancet.role"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Planned bucket: gradient all-reduce nodes (readiness order) and the node after which
+    the fused all-reduce launches (its last producer; -1 when every operand is an argument)."""
+
+    members: tuple[int, ...]
+    anchor: int
+    nbytes: int
+
+
+def has_roles(module: ModuleOp) -> bool:
+    """True when any op of `module` carries a `lancet.role` annotation."""
+    return any(ROLE_ATTR in op.attributes for op in module.walk())
+
+
+def is_gradient_allreduce(op: Operation, roles: bool) -> bool:
+    """An all-reduce of weight gradients: every operand is the result of a dW-role op
+    (or, in a module without role annotations, any all-reduce)."""
+    if not isinstance(op, AllReduceOp):
+        return False
+    if not roles:
+        return True
+    for v in op.inputs:
+        owner = v.owner
+        if not isinstance(owner, Operation):
+            return False
+        role = owner.attributes.get(ROLE_ATTR)
+        if not isinstance(role, StringAttr) or role.data != "dw":
+            return False
+    return True
+
+
+def plan_ddp_buckets(
+    graph: DataflowGraph, gradients: Sequence[int], bucket_bytes: int
+) -> list[Bucket]:
+    """Assign gradient all-reduces to buckets as PyTorch DDP does.
+
+    Gradients are visited in readiness order (program position of their last producer,
+    ties by position of the all-reduce); each compatible kind (same reduction, group and
+    element type) fills its own open bucket, which closes as soon as it holds at least
+    `bucket_bytes`. A gradient that depends on a member of the open bucket closes it first,
+    so fusing never creates a cycle. Buckets are returned in launch order (by anchor).
+    """
+    ready = {i: max(graph.preds[i], default=-1) for i in gradients}
+    visit = sorted(gradients, key=lambda i: (ready[i], i))
+    reach: list[int] | None = None
+    open_buckets: dict[tuple, list[int]] = {}
+    sizes: dict[tuple, int] = {}
+    buckets: list[Bucket] = []
+
+    def close(key: tuple) -> None:
+        members = open_buckets.pop(key)
+        buckets.append(Bucket(tuple(members), max(ready[m] for m in members), sizes.pop(key)))
+
+    for i in visit:
+        key = fusion_key(graph.ops[i])
+        assert key is not None
+        members = open_buckets.get(key)
+        if members is not None:
+            reach = reach if reach is not None else graph.descendants()
+            if any(reach[m] >> i & 1 for m in members):
+                close(key)
+        open_buckets.setdefault(key, [])
+        open_buckets[key].append(i)
+        sizes[key] = sizes.get(key, 0) + graph.payload_bytes[i]
+        if sizes[key] >= bucket_bytes:
+            close(key)
+    for key in list(open_buckets):
+        close(key)
+    buckets.sort(key=lambda b: (b.anchor, b.members[0]))
+    return buckets
+
+
+@dataclass(frozen=True)
+class DdpBucketSchedulePass(ModulePass):
+    """PyTorch DDP's gradient bucketing as a schedule (a baseline to compare against).
+
+    Gradient all-reduces (those whose operands come from `lancet.role = "dw"` ops, or every
+    all-reduce when the module has no role annotations) are assigned to buckets in the order
+    their gradients become ready (program order of the producers); a bucket closes once it
+    holds `bucket-bytes`. Each bucket becomes one variadic `comm.allreduce` launched right
+    after its last producer, as DDP launches a bucket as soon as it is full; consumers (the
+    optimizer updates) follow it. Other ops keep their relative order as far as the data
+    dependencies allow; the result is a valid topological order and computes the same values.
+
+    Options:
+      bucket-bytes: bucket capacity in bytes (default 25 MiB = 26214400, DDP's bucket_cap_mb).
+    """
+
+    name = "ddp-bucket-schedule"
+
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.bucket_bytes < 1:
+            raise PassFailedException("ddp-bucket-schedule: bucket-bytes must be >= 1")
+        check_dominance(op)
+        roles = has_roles(op)
+        for block in schedulable_blocks(op):
+            self._schedule_block(block, roles)
+        check_dominance(op)
+
+    def _schedule_block(self, block: Block, roles: bool) -> None:
+        graph = DataflowGraph.from_block(block)
+        gradients = [i for i, o in enumerate(graph.ops) if is_gradient_allreduce(o, roles)]
+        if not gradients:
+            return
+        buckets = plan_ddp_buckets(graph, gradients, self.bucket_bytes)
+        anchored: dict[int, list[Operation]] = {}
+        moved: set[Operation] = set()
+        for bucket in buckets:
+            members = [graph.ops[i] for i in bucket.members]
+            fused = members[0] if len(members) == 1 else _fuse(members)
+            anchored.setdefault(bucket.anchor, []).append(fused)
+            moved.add(fused)
+        desired = list(anchored.get(-1, []))
+        for i, o in enumerate(graph.ops):
+            if o in moved or o.parent is None:  # erased bucket members have no parent
+                continue
+            desired.append(o)
+            desired.extend(anchored.get(i, []))
+        _relink(block, desired, graph.terminator)
+        relinked = DataflowGraph.from_block(block)
+        apply_order(relinked, relinked.topo_order())
+
+
+def _fuse(members: list[Operation]) -> Operation:
+    """One variadic all-reduce for `members`, keeping their common role annotation."""
+    roles = {m.attributes.get(ROLE_ATTR) for m in members}
+    fused = fuse_collectives(members)
+    role = roles.pop() if len(roles) == 1 else None
+    if role is not None:
+        fused.attributes[ROLE_ATTR] = role
+    return fused
+
+
+def _relink(block: Block, ops: list[Operation], terminator: Operation | None) -> None:
+    """Put `ops` (every non-terminator op of the block) in this order, possibly invalid;
+    the caller restores a topological order right after."""
+    for o in ops:
+        block.detach_op(o)
+    if terminator is None:
+        block.add_ops(ops)
+    else:
+        block.insert_ops_before(ops, terminator)
