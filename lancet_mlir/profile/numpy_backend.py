@@ -1,0 +1,52 @@
+"""The `cpu` measurement back-end: the kernel registry's numpy implementations, wall clock.
+
+Each measured run is timed with `time.perf_counter_ns` around one call of the kernel's numpy
+function (the arrays are prepared beforehand, so allocation of the inputs is not timed; the
+outputs' allocation is, as on a GPU). numpy may use several threads for BLAS calls: set
+`OMP_NUM_THREADS`/`OPENBLAS_NUM_THREADS` to pin it when comparing profiles.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xdsl.ir import Operation
+
+from lancet_mlir.tools.errors import UserError
+
+
+class NumpyBackend:
+    """Times kernels on the CPU with numpy (device name `cpu`)."""
+
+    name = "cpu"
+    device = "cpu"
+
+    def prepare(self, op: Operation, inputs: list[np.ndarray]) -> Callable[[], Any]:
+        """A callable running the registry's numpy implementation of `op` on `inputs`."""
+        from lancet_mlir.dialects.comp import kernel_of, kernel_params
+
+        kernel = kernel_of(op)
+        if kernel is None:
+            raise UserError(f"{op.name}: no kernel in the registry to measure")
+        params = kernel_params(op)
+        numpy_fn = kernel.numpy
+        return lambda: numpy_fn(inputs, params)
+
+    def time(self, fn: Callable[[], Any], warmup: int, iters: int) -> list[float]:
+        """Wall-clock durations in µs of `iters` calls after `warmup` calls."""
+        for _ in range(warmup):
+            fn()
+        samples = []
+        for _ in range(iters):
+            start = time.perf_counter_ns()
+            fn()
+            samples.append((time.perf_counter_ns() - start) / 1000.0)
+        return samples
+
+    def metadata(self) -> dict[str, Any]:
+        """CPU model and numpy version."""
+        return {"cpu": platform.processor() or platform.machine(), "numpy": np.__version__}

@@ -1,0 +1,234 @@
+"""Reference semantics of the `comm` collectives on numpy arrays (simulated ranks).
+
+Every function takes the arrays of the members of one group, in group order (the order
+the ranks are written in the op's `groups`, rank order for the default all-ranks group), and
+returns the members' results in the same order. The MPI back-end computes the same values
+with real MPI calls; these functions are the definition it is tested against.
+
+* `allreduce` reduces element-wise in group order: sum, prod, max, min, or avg (the sum
+  divided by the group size; integer tensors use floor division).
+* `allgather` concatenates the members' tensors along `axis`.
+* `reduce_scatter` reduces like allreduce, splits the result into group-size equal chunks
+  along `axis` and gives member i chunk i.
+* `all_to_all` splits each member's tensor into group-size chunks along `split_axis`,
+  sends chunk j to member j, and concatenates what member i receives along `concat_axis`
+  in group order.
+* `all_to_allv` sends the first `counts[j]` rows of chunk j of a `[G, C, ...]` tensor to
+  member j; member i's chunk j holds the rows received from member j, zero padded to C, and
+  its count tensor says how many there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.ir import Operation
+
+from lancet_mlir.dialects.comm import (
+    AllGatherOp,
+    AllReduceOp,
+    AllToAllOp,
+    AllToAllVOp,
+    CollectiveOp,
+    ReduceScatterOp,
+)
+
+REDUCTIONS = ("sum", "prod", "max", "min", "avg")
+
+_BINARY = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+class CollectiveError(ValueError):
+    """A collective cannot run on the given values (bad counts, indivisible dims, ...)."""
+
+
+def op_label(op: Operation) -> str:
+    """`name %result` for messages (the first result's name if it has one)."""
+    from lancet_mlir.graph.dataflow import op_display_name
+
+    hints = [r.name_hint for r in op.results if r.name_hint]
+    return f"{op_display_name(op)} %{hints[0]}" if hints else op_display_name(op)
+
+
+# ---- groups ----------------------------------------------------------------------------------
+
+
+def resolve_groups(op: CollectiveOp, world_size: int) -> tuple[tuple[int, ...], ...]:
+    """The op's groups, checked against the world: every rank in exactly one group."""
+    if op.groups is None:
+        return (tuple(range(world_size)),)
+    groups = op.groups.rank_lists
+    flat = sorted(r for g in groups for r in g)
+    if flat != list(range(world_size)):
+        bad = [r for r in flat if r >= world_size]
+        if bad:
+            raise CollectiveError(
+                f"{op_label(op)}: group rank {bad[0]} is outside the world of {world_size} ranks"
+            )
+        missing = sorted(set(range(world_size)) - set(flat))
+        raise CollectiveError(
+            f"{op_label(op)}: rank {missing[0]} is in no group (groups must cover all "
+            f"{world_size} ranks)"
+        )
+    return groups
+
+
+def reduction_of(op: CollectiveOp) -> str:
+    """The reduction name of an allreduce/reduce_scatter ('sum' for other kinds)."""
+    if isinstance(op, AllReduceOp | ReduceScatterOp):
+        return str(op.reduction.data.value)
+    return "sum"
+
+
+# ---- per-kind reference implementations --------------------------------------------------------
+
+
+def finish_average(total: np.ndarray, size: int) -> np.ndarray:
+    """The group average from the group sum (floor division for integer tensors)."""
+    if total.dtype.kind in "iub":
+        return (total // size).astype(total.dtype)
+    return (total / total.dtype.type(size)).astype(total.dtype)
+
+
+def reduce_arrays(arrays: Sequence[np.ndarray], reduction: str) -> np.ndarray:
+    """Element-wise reduction of equally shaped arrays, left to right in the given order."""
+    if reduction not in _BINARY:
+        raise CollectiveError(f"unknown reduction '{reduction}'")
+    _same_shapes(arrays)
+    fn = _BINARY[reduction]
+    acc = np.array(arrays[0], copy=True)
+    for a in arrays[1:]:
+        acc = fn(acc, a).astype(acc.dtype)
+    return finish_average(acc, len(arrays)) if reduction == "avg" else acc
+
+
+def allreduce(arrays: Sequence[np.ndarray], reduction: str) -> list[np.ndarray]:
+    """Every member gets the reduction of all members' arrays."""
+    total = reduce_arrays(arrays, reduction)
+    return [total.copy() for _ in arrays]
+
+
+def allgather(arrays: Sequence[np.ndarray], axis: int) -> list[np.ndarray]:
+    """Every member gets the members' arrays concatenated along `axis`."""
+    _same_shapes(arrays)
+    _check_axis(arrays[0], axis)
+    total = np.concatenate(list(arrays), axis=axis)
+    return [total.copy() for _ in arrays]
+
+
+def reduce_scatter(arrays: Sequence[np.ndarray], reduction: str, axis: int) -> list[np.ndarray]:
+    """Member i gets chunk i (along `axis`) of the reduction of all members' arrays."""
+    _check_axis(arrays[0], axis)
+    _check_divisible(arrays[0], axis, len(arrays))
+    total = reduce_arrays(arrays, reduction)
+    return [np.ascontiguousarray(c) for c in np.split(total, len(arrays), axis=axis)]
+
+
+def all_to_all(arrays: Sequence[np.ndarray], split_axis: int, concat_axis: int) -> list[np.ndarray]:
+    """Member i gets chunk i of every member (split along `split_axis`), concatenated along
+    `concat_axis` in group order."""
+    _same_shapes(arrays)
+    _check_axis(arrays[0], split_axis)
+    _check_axis(arrays[0], concat_axis)
+    size = len(arrays)
+    _check_divisible(arrays[0], split_axis, size)
+    chunks = [np.split(a, size, axis=split_axis) for a in arrays]
+    return [
+        np.concatenate([chunks[j][i] for j in range(size)], axis=concat_axis) for i in range(size)
+    ]
+
+
+def check_counts(data: np.ndarray, counts: np.ndarray, size: int) -> None:
+    """Validate an all_to_allv (data, counts) pair of one member."""
+    if data.ndim < 2 or data.shape[0] != size:
+        raise CollectiveError(
+            f"all_to_allv data must be [{size}, capacity, ...], got shape {data.shape}"
+        )
+    if counts.shape != (size,):
+        raise CollectiveError(f"all_to_allv counts must have shape ({size},), got {counts.shape}")
+    capacity = data.shape[1]
+    bad = [int(c) for c in counts if not 0 <= int(c) <= capacity]
+    if bad:
+        raise CollectiveError(f"all_to_allv count {bad[0]} is outside [0, {capacity}]")
+
+
+def all_to_allv(
+    datas: Sequence[np.ndarray], counts: Sequence[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Uneven exchange of (data [G, C, ...], counts [G]) pairs; see the module doc."""
+    size = len(datas)
+    _same_shapes(datas)
+    for d, c in zip(datas, counts, strict=True):
+        check_counts(d, c, size)
+    out_data = [np.zeros_like(d) for d in datas]
+    out_counts = [np.zeros_like(c) for c in counts]
+    for i in range(size):
+        for j in range(size):
+            n = int(counts[j][i])
+            out_data[i][j, :n] = datas[j][i, :n]
+            out_counts[i][j] = n
+    return out_data, out_counts
+
+
+# ---- whole op over simulated ranks ---------------------------------------------------------
+
+
+def run_group(op: CollectiveOp, members: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Results of `op` for the members of one group; `members[m]` holds member m's operands."""
+    nops = len(op.operands)
+    if isinstance(op, AllToAllVOp):
+        half = nops // 2
+        outs: list[list[np.ndarray]] = [[None] * nops for _ in members]  # type: ignore[list-item]
+        for n in range(half):
+            data, counts = all_to_allv([m[n] for m in members], [m[half + n] for m in members])
+            for m in range(len(members)):
+                outs[m][n], outs[m][half + n] = data[m], counts[m]
+        return outs
+    per_tensor = [_run_tensor(op, [m[n] for m in members]) for n in range(nops)]
+    return [[per_tensor[n][m] for n in range(nops)] for m in range(len(members))]
+
+
+def _run_tensor(op: CollectiveOp, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(op, AllReduceOp):
+        return allreduce(arrays, reduction_of(op))
+    if isinstance(op, AllGatherOp):
+        return allgather(arrays, op.axis.value.data)
+    if isinstance(op, ReduceScatterOp):
+        return reduce_scatter(arrays, reduction_of(op), op.axis.value.data)
+    if isinstance(op, AllToAllOp):
+        return all_to_all(arrays, op.split_axis.value.data, op.concat_axis.value.data)
+    raise CollectiveError(f"{op_label(op)}: unsupported collective")
+
+
+def simulate(
+    op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]], world_size: int
+) -> list[list[np.ndarray]]:
+    """Results of `op` on every rank of a simulated world; `per_rank[r]` = rank r's operands."""
+    results: list[list[np.ndarray] | None] = [None] * world_size
+    for group in resolve_groups(op, world_size):
+        outs = run_group(op, [per_rank[r] for r in group])
+        for r, out in zip(group, outs, strict=True):
+            results[r] = out
+    return [r for r in results if r is not None]
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+
+def _same_shapes(arrays: Sequence[np.ndarray]) -> None:
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise CollectiveError(f"members hold different shapes {sorted(shapes)}")
+
+
+def _check_axis(a: np.ndarray, axis: int) -> None:
+    if not 0 <= axis < a.ndim:
+        raise CollectiveError(f"axis {axis} is out of range for shape {a.shape}")
+
+
+def _check_divisible(a: np.ndarray, axis: int, size: int) -> None:
+    if a.shape[axis] % size:
+        raise CollectiveError(
+            f"dim {axis} of shape {a.shape} is not divisible by the group size {size}"
+        )

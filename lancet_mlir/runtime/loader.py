@@ -1,0 +1,76 @@
+"""Reading modules for the runtime: one parse, verified, with every dialect the tools know.
+
+Unregistered ops are accepted by the parser on purpose: the executor then names the op it
+cannot run, which is a clearer message than a parse error about an unknown dialect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from lancet_mlir.tools.errors import UserError, one_line
+
+
+def make_context() -> Context:
+    """A Context with xDSL's dialects and lancet-mlir's (lazily loaded) registered."""
+    from xdsl.dialects import get_all_dialects as xdsl_dialects
+
+    from lancet_mlir.dialects import get_all_dialects
+
+    ctx = Context(allow_unregistered=True)
+    for name, factory in xdsl_dialects().items():
+        ctx.register_dialect(name, factory)
+    registered = set(ctx.registered_dialect_names)
+    for name, factory in get_all_dialects().items():
+        if name not in registered:
+            ctx.register_dialect(name, factory)
+    return ctx
+
+
+@dataclass(frozen=True)
+class LoadedModule:
+    """A parsed, verified module with the text it came from (for cross-rank hashing)."""
+
+    module: ModuleOp
+    text: str
+    source: str
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the module text."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
+    """Parse and verify `text`; UserError naming `source` on any problem."""
+    from lancet_mlir.graph.rewrite import check_dominance
+
+    try:
+        module = Parser(make_context(), text, source).parse_module()
+        module.verify()
+        check_dominance(module)
+    except Exception as exc:  # noqa: BLE001 - every parse/verify failure becomes one line
+        message = one_line(exc)
+        if not message.startswith(source):
+            message = f"{source}: {message}"
+        raise UserError(message) from exc
+    return LoadedModule(module, text, source)
+
+
+def load_module(path: str) -> LoadedModule:
+    """Read, parse and verify the module in file `path` (`-` reads stdin)."""
+    if path == "-":
+        import sys
+
+        return parse_module_text(sys.stdin.read(), "<stdin>")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise UserError(one_line(exc)) from exc
+    return parse_module_text(text, path)

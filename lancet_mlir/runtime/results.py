@@ -1,0 +1,103 @@
+"""Reading and writing runtime values: npz files, cross-rank gathering, summaries.
+
+npz layout: one file holds every rank's values under keys `rank<r>/<index>` (results of
+`--save`, or argument values for `--inputs`). The keys are the same whether the ranks were
+simulated in one process or were MPI processes (rank 0 gathers and writes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from typing import IO, Any
+
+import numpy as np
+
+from lancet_mlir.runtime.executor import ExecResult
+from lancet_mlir.tools.errors import UserError
+
+_KEY = re.compile(r"^rank(\d+)/(\d+)$")
+
+
+def check_output_folder(path: str) -> None:
+    """UserError unless the folder that will hold `path` exists (checked before running)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{path}: folder does not exist")
+
+
+def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write `arrays` to `path` atomically (temporary file in the same folder + rename)."""
+    check_output_folder(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **dict(arrays))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:
+    """Read an npz with keys `rank<r>/<index>` into rank -> list of arrays (index order)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            items = {k: data[k] for k in data.files}
+    except FileNotFoundError as exc:
+        raise UserError(f"{path}: no such file") from exc
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable npz file ({exc})") from exc
+    per_rank: dict[int, dict[int, np.ndarray]] = {}
+    for key, value in items.items():
+        m = _KEY.match(key)
+        if m is None:
+            raise UserError(f"{path}: key '{key}' is not of the form rank<r>/<index>")
+        per_rank.setdefault(int(m.group(1)), {})[int(m.group(2))] = value
+    out: dict[int, list[np.ndarray]] = {}
+    for rank, by_index in sorted(per_rank.items()):
+        if sorted(by_index) != list(range(len(by_index))):
+            raise UserError(f"{path}: rank {rank} has indices {sorted(by_index)}, expected 0..n-1")
+        out[rank] = [by_index[i] for i in range(len(by_index))]
+    return out
+
+
+def gather_results(result: ExecResult, comm: Any) -> ExecResult:
+    """Collect every rank's outputs on rank 0 of `comm` (others get their own result back)."""
+    gathered = comm.gather(result.outputs, root=0)
+    if comm.Get_rank() != 0:
+        return result
+    merged: dict[int, list[np.ndarray]] = {}
+    for part in gathered:
+        merged.update(part)
+    return ExecResult(result.func_name, result.world_size, dict(sorted(merged.items())))
+
+
+def checksum(value: np.ndarray) -> tuple[float, float]:
+    """(sum, sum of absolute values) in float64."""
+    x = np.asarray(value, dtype=np.float64)
+    return float(x.sum()), float(np.abs(x).sum())
+
+
+def print_summary(result: ExecResult, seed: int, stream: IO[str] | None = None) -> None:
+    """A table of every output: rank, index, shape, dtype, sum and abs-sum."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    table = Table(
+        title=f"@{result.func_name}: {result.world_size} rank(s), seed {seed}", title_justify="left"
+    )
+    for name, justify in (("rank", "right"), ("result", "right"), ("shape", "left"),
+                          ("dtype", "left"), ("sum", "right"), ("abs sum", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for rank in sorted(result.outputs):
+        for i, value in enumerate(result.outputs[rank]):
+            total, abs_total = checksum(value)
+            shape = "x".join(map(str, value.shape)) or "scalar"
+            table.add_row(str(rank), str(i), shape, str(value.dtype), f"{total:.6g}", f"{abs_total:.6g}")
+    console.print(table)

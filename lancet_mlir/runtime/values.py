@@ -1,0 +1,135 @@
+"""Types <-> numpy arrays for the runtime: dtypes, deterministic inputs, constants.
+
+Deterministic inputs: argument `i` of rank `r` is drawn from
+`numpy.random.default_rng([seed, r, i])`, so a rank's inputs do not depend on how many ranks
+run, in which process, or on the module around the function. Float arguments are N(0, 1)
+times the argument attribute `lancet.init_scale` (default 1.0); integer arguments are uniform
+in [0, `lancet.max_int`) (default 2); i1 arguments are uniform booleans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+from lancet_mlir.tools.errors import UserError
+
+INIT_SCALE_ATTR = "lancet.init_scale"
+MAX_INT_ATTR = "lancet.max_int"
+
+_FLOAT_WIDTHS = {16: np.float16, 32: np.float32, 64: np.float64}
+_INT_WIDTHS = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def numpy_dtype_of(element: Attribute) -> np.dtype:
+    """The numpy dtype the runtime uses for an MLIR element type (bf16 computes in f32)."""
+    if isinstance(element, IntegerType):
+        width = element.width.data
+        if width == 1:
+            return np.dtype(np.bool_)
+        if width in _INT_WIDTHS:
+            return np.dtype(_INT_WIDTHS[width])
+    elif isinstance(element, IndexType):
+        return np.dtype(np.int64)
+    elif isinstance(element, AnyFloat):
+        if str(element) == "bf16":  # numpy has no bfloat16 (same rule as the kernel registry)
+            return np.dtype(np.float32)
+        width = element.bitwidth
+        if width in _FLOAT_WIDTHS:
+            return np.dtype(_FLOAT_WIDTHS[width])
+    raise UserError(f"the runtime does not support element type {element}")
+
+
+def shape_and_dtype(ty: Attribute) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, numpy dtype) of a static tensor type or of a scalar type (shape ())."""
+    if isinstance(ty, TensorType):
+        shape = tuple(ty.get_shape())
+        if any(d < 0 for d in shape):
+            raise UserError(f"the runtime needs static shapes, got {ty}")
+        return shape, numpy_dtype_of(ty.get_element_type())
+    return (), numpy_dtype_of(ty)
+
+
+def _float_attr(attrs: DictionaryAttr | None, name: str, default: float) -> float:
+    if attrs is None or name not in attrs.data:
+        return default
+    attr = attrs.data[name]
+    if isinstance(attr, FloatAttr | IntegerAttr):
+        return float(attr.value.data)
+    raise UserError(f"argument attribute {name} must be a number, got {attr}")
+
+
+def _int_attr(attrs: DictionaryAttr | None, name: str, default: int) -> int:
+    if attrs is None or name not in attrs.data:
+        return default
+    attr = attrs.data[name]
+    if isinstance(attr, IntegerAttr):
+        return int(attr.value.data)
+    raise UserError(f"argument attribute {name} must be an integer, got {attr}")
+
+
+def make_input(
+    ty: Attribute, attrs: DictionaryAttr | None, *, seed: int, rank: int, index: int
+) -> np.ndarray:
+    """The deterministic value of argument `index` of rank `rank` (see the module doc)."""
+    shape, dtype = shape_and_dtype(ty)
+    rng = np.random.default_rng([seed, rank, index])
+    if dtype.kind == "f":
+        scale = _float_attr(attrs, INIT_SCALE_ATTR, 1.0)
+        return (rng.standard_normal(shape) * scale).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    bound = _int_attr(attrs, MAX_INT_ATTR, 2)
+    if bound < 1:
+        raise UserError(f"argument #{index}: {MAX_INT_ATTR} must be >= 1, got {bound}")
+    return rng.integers(0, bound, size=shape, dtype=np.int64).astype(dtype)
+
+
+def make_inputs(
+    arg_types: Sequence[Attribute],
+    arg_attrs: Sequence[DictionaryAttr | None],
+    *,
+    seed: int,
+    rank: int,
+) -> list[np.ndarray]:
+    """Deterministic values of every argument of a function for one rank."""
+    return [
+        make_input(ty, attrs, seed=seed, rank=rank, index=i)
+        for i, (ty, attrs) in enumerate(zip(arg_types, arg_attrs, strict=True))
+    ]
+
+
+def check_value(value: np.ndarray, ty: Attribute, what: str) -> np.ndarray:
+    """`value` if its shape and dtype match `ty`; UserError naming `what` otherwise."""
+    shape, dtype = shape_and_dtype(ty)
+    arr = np.asarray(value)
+    if arr.shape != shape:
+        raise UserError(f"{what}: shape {arr.shape} does not match the type {ty}")
+    if arr.dtype != dtype:
+        raise UserError(f"{what}: dtype {arr.dtype} does not match the type {ty} ({dtype})")
+    return arr
+
+
+def constant_value(value: Attribute, ty: Attribute) -> np.ndarray:
+    """The array of an `arith.constant` value attribute of type `ty`."""
+    shape, dtype = shape_and_dtype(ty)
+    if isinstance(value, IntegerAttr | FloatAttr):
+        return np.full(shape, value.value.data, dtype=dtype)
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        data = np.asarray(value.get_values(), dtype=dtype)
+        if data.size == 1:  # a splat
+            return np.full(shape, data.reshape(()), dtype=dtype)
+        return data.reshape(shape)
+    raise UserError(f"arith.constant: unsupported value {value}")

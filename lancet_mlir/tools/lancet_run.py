@@ -1,0 +1,217 @@
+"""lancet-run: execute one training iteration with numpy (the reference semantics).
+
+```
+lancet-run model.mlir                        # one rank (or --ranks N simulated ranks)
+lancet-run model.mlir --ranks 4 --save out.npz
+mpiexec -n 4 lancet-run model.mlir           # one MPI rank per process, real collectives
+lancet-run --compare a.mlir b.mlir --ranks 4 # same inputs, outputs within tolerance?
+```
+
+Inputs are deterministic (`--seed`, see `lancet_mlir.runtime.values`) or read with
+`--inputs in.npz` (keys `rank<r>/<arg index>`). `--save out.npz` writes every rank's results
+under `rank<r>/<result index>`; otherwise a table of checksums is printed. Under MPI only rank
+0 prints and writes; a failure on any rank ends every rank with exit code 1 and one line
+naming the failing rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from lancet_mlir.tools.errors import UserError, run_cli
+
+TOOL = "lancet-run"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of lancet-run."""
+    p = argparse.ArgumentParser(
+        prog=TOOL, description="Execute a lancet-mlir module with numpy (optionally on MPI)."
+    )
+    p.add_argument("module", nargs="?", help="MLIR file to run ('-' reads stdin)")
+    p.add_argument("--func", default=None, metavar="NAME",
+                   help="function to run (default: the only/first public one)")
+    p.add_argument("--ranks", type=_positive_int, default=None, metavar="N",
+                   help="simulate N ranks in this process (default 1; under mpiexec: the MPI size)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the deterministic inputs (default 0)")
+    p.add_argument("--inputs", default=None, metavar="IN.npz",
+                   help="argument values instead of random ones (keys rank<r>/<arg index>)")
+    p.add_argument("--save", default=None, metavar="OUT.npz",
+                   help="write every rank's results (keys rank<r>/<result index>)")
+    p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
+                   help="run two modules on the same inputs and compare their outputs")
+    p.add_argument("--rtol", type=_non_negative_float, default=1e-4,
+                   help="relative tolerance of --compare (default 1e-4)")
+    p.add_argument("--atol", type=_non_negative_float, default=1e-5,
+                   help="absolute tolerance of --compare (default 1e-5)")
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.compare is None and args.module is None:
+        raise UserError("give a module to run, or --compare A B")
+    if args.compare is not None and args.module is not None:
+        raise UserError("give either a module or --compare A B, not both")
+    if args.compare is not None and args.save is not None:
+        raise UserError("--save cannot be combined with --compare")
+    if args.save is not None:
+        from lancet_mlir.runtime.results import check_output_folder
+
+        check_output_folder(args.save)
+
+
+def _inputs(args: argparse.Namespace) -> Any:
+    if args.inputs is None:
+        return None
+    from lancet_mlir.runtime.results import load_rank_arrays
+
+    return load_rank_arrays(args.inputs)
+
+
+# ---- one process (simulated ranks) ---------------------------------------------------------
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    from lancet_mlir.runtime.executor import execute
+    from lancet_mlir.runtime.loader import load_module
+    from lancet_mlir.runtime.results import print_summary, save_npz
+
+    ranks = args.ranks or 1
+    if args.compare is not None:
+        from lancet_mlir.runtime.compare import compare_modules
+
+        a, b = (load_module(p) for p in args.compare)
+        result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
+                                 atol=args.atol, func=args.func, inputs=_inputs(args))
+        return _report_compare(result, args)
+    loaded = load_module(args.module)
+    res = execute(loaded.module, ranks=ranks, seed=args.seed, func=args.func, inputs=_inputs(args))
+    if args.save is not None:
+        save_npz(args.save, res.flat())
+    else:
+        print_summary(res, args.seed)
+    return 0
+
+
+def _report_compare(result: Any, args: argparse.Namespace) -> int:
+    from lancet_mlir.runtime.report import print_compare
+
+    print_compare(result, args.compare[0], args.compare[1])
+    if result.ok:
+        return 0
+    bad = len(result.failures())
+    what = "; ".join(result.problems) or (
+        f"{bad} of {len(result.diffs)} outputs differ beyond tolerance "
+        f"(max abs err {result.max_abs_err:.3g}, rtol={args.rtol:g}, atol={args.atol:g})"
+    )
+    raise UserError(what)
+
+
+# ---- MPI: one rank per process ---------------------------------------------------------------
+
+
+def _run_mpi(args: argparse.Namespace) -> int:
+    from lancet_mlir.runtime.mpi import MpiCollectives, RankFailure, world_comm
+
+    comm = world_comm()
+    coll = MpiCollectives(comm, TOOL)
+    try:
+        if args.ranks is not None and args.ranks != coll.world_size:
+            raise UserError(
+                f"--ranks {args.ranks} does not match the MPI world size {coll.world_size}"
+            )
+        return _run_mpi_body(args, comm, coll)
+    except RankFailure as failure:
+        if coll.rank == 0:
+            raise UserError(str(failure)) from None
+        raise SystemExit(1) from None
+    except UserError:
+        # raised on every rank alike (same arguments, same module): rank 0 prints it once
+        if coll.rank == 0:
+            raise
+        raise SystemExit(1) from None
+
+
+def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
+    from lancet_mlir.runtime.executor import execute
+    from lancet_mlir.runtime.results import gather_results, print_summary, save_npz
+    from lancet_mlir.runtime.sync import load_on_all_ranks, rank0_then_broadcast
+
+    def checked_inputs() -> Any:
+        _check_args(args)
+        return _inputs(args)
+
+    paths = args.compare if args.compare is not None else [args.module]
+    modules = load_on_all_ranks(paths, comm, checked_inputs)
+    inputs = modules.extra
+    if args.compare is not None:
+        from lancet_mlir.runtime.compare import compare_modules
+
+        result = compare_modules(modules.loaded[0], modules.loaded[1], seed=args.seed,
+                                 rtol=args.rtol, atol=args.atol, func=args.func,
+                                 inputs=inputs, comm=coll)
+        merged = _gather_compare(result, comm)
+        return rank0_then_broadcast(comm, lambda: _report_compare(merged, args))
+    res = gather_results(execute(modules.loaded[0].module, seed=args.seed, func=args.func,
+                                 inputs=inputs, comm=coll), comm)
+
+    def write() -> int:
+        if args.save is not None:
+            save_npz(args.save, res.flat())
+        else:
+            print_summary(res, args.seed)
+        return 0
+
+    return rank0_then_broadcast(comm, write)
+
+
+def _gather_compare(result: Any, comm: Any) -> Any:
+    """Every rank's diffs merged on rank 0 (other ranks keep their own)."""
+    parts = comm.gather((result.diffs, result.problems), root=0)
+    if comm.Get_rank() != 0:
+        return result
+    from lancet_mlir.runtime.compare import CompareResult
+
+    merged = CompareResult(result.rtol, result.atol)
+    for diffs, problems in parts:
+        merged.diffs.extend(diffs)
+        merged.problems.extend(problems)
+    merged.diffs.sort(key=lambda d: (d.rank, d.index))
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point of `lancet-run`."""
+
+    def body() -> int:
+        from lancet_mlir.runtime.mpi import launcher_world_size
+
+        args = build_parser().parse_args(argv)
+        size = launcher_world_size()
+        if size is not None and size > 1:
+            return _run_mpi(args)
+        _check_args(args)
+        return _run_local(args)
+
+    run_cli(TOOL, body)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
