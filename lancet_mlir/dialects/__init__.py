@@ -20,4 +20,13 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Comp
 
-    return {"comm": get_comm, "comp": get_comp}
+    def get_stub(name: str) -> Callable[[], Dialect]:
+        def load() -> Dialect:
+            from lancet_mlir.dialects.stablehlo_stubs import STUB_DIALECTS
+
+            return next(d for d in STUB_DIALECTS if d.name == name)
+
+        return load
+
+    stubs = {name: get_stub(name) for name in ("sdy", "stablehlo", "mhlo")}
+    return {"comm": get_comm, "comp": get_comp, **stubs}

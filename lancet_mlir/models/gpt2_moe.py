@@ -55,6 +55,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
     TensorType,
+    UnitAttr,
     f64,
     i64,
 )
@@ -506,6 +507,26 @@ def _arg_attrs(**entries: Attribute) -> DictionaryAttr:
     return DictionaryAttr(dict(entries))
 
 
+def _param_attrs(name: str, spec: ModelParam, scale: float, is_state: bool) -> DictionaryAttr:
+    """Argument attributes telling the runtime how to initialise a parameter or optimizer state.
+
+    Dense parameters (and their states) are data-parallel replicas: `lancet.replicated` makes
+    every rank draw the same values. Layer-norm gains start at exactly 1 (`lancet.init_offset`),
+    biases and optimizer states at 0, other weights at N(0, 0.02).
+    """
+    entries: dict[str, Attribute] = {NAME_ATTR: StringAttr(name)}
+    is_gain = spec.name.endswith(("_g", "lnf_g")) and len(spec.shape) == 1
+    is_bias = len(spec.shape) == 1 and not is_gain
+    if is_state or is_bias:
+        scale = 0.0
+    entries["lancet.init_scale"] = FloatAttr(0.0 if is_gain else scale, f64)
+    if is_gain and not is_state:
+        entries["lancet.init_offset"] = FloatAttr(1.0, f64)
+    if not spec.expert:
+        entries["lancet.replicated"] = UnitAttr()
+    return DictionaryAttr(entries)
+
+
 def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
     """One training iteration of `cfg` for one rank (see the module doc); UserError on bad cfg."""
     cfg.validate()
@@ -525,8 +546,7 @@ def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
         for spec in specs:
             arg_types.append(TensorType(elem, spec.shape))
             arg_names.append(prefix + spec.name)
-            attrs.append(_arg_attrs(**{"lancet.init_scale": FloatAttr(scale, f64),
-                                       NAME_ATTR: StringAttr(prefix + spec.name)}))  # fmt: skip
+            attrs.append(_param_attrs(prefix + spec.name, spec, scale, bool(prefix)))
     block = Block(arg_types=arg_types)
     for arg, nm in zip(block.args, arg_names, strict=True):
         arg.name_hint = nm

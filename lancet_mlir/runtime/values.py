@@ -3,8 +3,11 @@
 Deterministic inputs: argument `i` of rank `r` is drawn from
 `numpy.random.default_rng([seed, r, i])`, so a rank's inputs do not depend on how many ranks
 run, in which process, or on the module around the function. Float arguments are N(0, 1)
-times the argument attribute `lancet.init_scale` (default 1.0); integer arguments are uniform
-in [0, `lancet.max_int`) (default 2); i1 arguments are uniform booleans.
+times the argument attribute `lancet.init_scale` (default 1.0) plus `lancet.init_offset`
+(default 0.0); integer arguments are uniform in [0, `lancet.max_int`) (default 2); i1
+arguments are uniform booleans. An argument with the unit attribute `lancet.replicated` (a
+data-parallel replica, e.g. a dense weight) has the same value on every rank: it is drawn from
+`default_rng([seed, 2**32, i])`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from xdsl.ir import Attribute
 from lancet_mlir.tools.errors import UserError
 
 INIT_SCALE_ATTR = "lancet.init_scale"
+INIT_OFFSET_ATTR = "lancet.init_offset"
+REPLICATED_ATTR = "lancet.replicated"
+_REPLICA_STREAM = 2**32  # larger than any rank: replicated draws never collide with per-rank ones
 MAX_INT_ATTR = "lancet.max_int"
 
 _FLOAT_WIDTHS = {16: np.float16, 32: np.float32, 64: np.float64}
@@ -85,10 +91,12 @@ def make_input(
 ) -> np.ndarray:
     """The deterministic value of argument `index` of rank `rank` (see the module doc)."""
     shape, dtype = shape_and_dtype(ty)
-    rng = np.random.default_rng([seed, rank, index])
+    replicated = attrs is not None and REPLICATED_ATTR in attrs.data
+    rng = np.random.default_rng([seed, _REPLICA_STREAM if replicated else rank, index])
     if dtype.kind == "f":
         scale = _float_attr(attrs, INIT_SCALE_ATTR, 1.0)
-        return (rng.standard_normal(shape) * scale).astype(dtype)
+        offset = _float_attr(attrs, INIT_OFFSET_ATTR, 0.0)
+        return (rng.standard_normal(shape) * scale + offset).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(dtype)
     bound = _int_attr(attrs, MAX_INT_ATTR, 2)

@@ -7,7 +7,9 @@
 // (T = 8), 2 ranks x 2 experts (E = 4): switch capacity ceil(8 / 4) = 2; top2 doubles it.
 
 // CHECK:       builtin.module attributes {lancet.world_size = 2 : i64}
-// CHECK-NEXT:  func.func @train_step(%ids: tensor<2x4xi64> {lancet.max_int = 11 : i64, lancet.name = "ids"}, %labels: tensor<8xi64> {lancet.max_int = 11 : i64, lancet.name = "labels"}, %wte: tensor<11x8xf32> {lancet.init_scale = 2.000000e-02 : f64, lancet.name = "wte"}
+// CHECK-NEXT:  func.func @train_step(%ids: tensor<2x4xi64> {lancet.max_int = 11 : i64, lancet.name = "ids"}, %labels: tensor<8xi64> {lancet.max_int = 11 : i64, lancet.name = "labels"}, %wte: tensor<11x8xf32> {lancet.name = "wte", lancet.init_scale = 2.000000e-02 : f64, lancet.replicated}
+// CHECK-SAME:    %l0_ln1_g: tensor<8xf32> {lancet.name = "l0_ln1_g", lancet.init_scale = 0.000000e+00 : f64, lancet.init_offset = 1.000000e+00 : f64, lancet.replicated}
+// CHECK-SAME:    %l1_we1: tensor<2x8x32xf32> {lancet.name = "l1_we1", lancet.init_scale = 2.000000e-02 : f64},
 // CHECK:       %tok_emb = comp.embedding %wte, %ids {lancet.role = "fwd"}
 // CHECK:       %l0_scores = comp.batch_matmul %l0_qh, %l0_kh {transpose_b = true, lancet.role = "fwd"} : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
 // CHECK:       %l0_probs = comp.softmax %{{.*}} {causal = true, lancet.role = "fwd"}

@@ -1,0 +1,271 @@
+"""import-stablehlo on JAX 0.10.2 output (test/data/stablehlo, see PROVENANCE.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import parse, run_pipeline, run_tool
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.dialects.comm import CollectiveOp
+from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.passes.import_stablehlo import (
+    BYTES_ATTR,
+    FLOPS_ATTR,
+    GLUE_ATTR,
+    ORIGIN_ATTR,
+    graph_block,
+    hlo_kind,
+    import_stablehlo,
+)
+from lancet_mlir.tools.errors import UserError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "stablehlo"
+SHARDY = "moe_step.stablehlo.generic.mlir"
+GSPMD = "moe_step.gspmd.stablehlo.generic.mlir"
+CPU = "moe_step.cpu.scheduled.generic.mlir"
+ASYNC = "async_collectives.generic.mlir"
+MOE_FILES = (SHARDY, GSPMD, CPU)
+HLO_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+_CACHE: dict[str, ModuleOp] = {}
+
+
+def load(name: str) -> ModuleOp:
+    """A fresh copy of a parsed fixture (each file is parsed once per session)."""
+    if name not in _CACHE:
+        _CACHE[name] = parse((DATA / name).read_text())
+    return _CACHE[name].clone()
+
+
+def imported(name: str, **options: int) -> ModuleOp:
+    module = load(name)
+    import_stablehlo(module, **options)
+    module.verify()
+    return module
+
+
+def comm_kinds(module: ModuleOp) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for op in module.walk():
+        if isinstance(op, CollectiveOp):
+            counts[op.KIND] = counts.get(op.KIND, 0) + 1
+    return counts
+
+
+def names(block: Block) -> list[str]:
+    return [op_display_name(op) for op in block.ops]
+
+
+def func_named(module: ModuleOp, name: str) -> Operation:
+    for op in module.body.block.ops:
+        sym = op.properties.get("sym_name")
+        if isinstance(sym, StringAttr) and sym.data == name:
+            return op
+    raise KeyError(name)
+
+
+# ---- collectives ------------------------------------------------------------------------------
+# Counts read off the JAX output: 2 all_to_alls per MoE layer (dispatch, combine) forward and
+# backward, pmean of wq/wo/gate grads + the loss, one psum_scatter + all_gather pair. The
+# XLA-CPU module fused the three grad all-reduces and the loss all-reduce into one variadic op.
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (SHARDY, {"all_to_all": 4, "allreduce": 4, "reduce_scatter": 1, "allgather": 1}),
+        (GSPMD, {"all_to_all": 4, "allreduce": 4, "reduce_scatter": 1, "allgather": 1}),
+        (CPU, {"all_to_all": 4, "allreduce": 1, "reduce_scatter": 1, "allgather": 1}),
+    ],
+)
+def test_collective_counts_and_kinds(name: str, expected: dict[str, int]) -> None:
+    module = imported(name)
+    assert comm_kinds(module) == expected
+    leftover = [op for op in module.walk() if hlo_kind(op) in HLO_COLLECTIVES]
+    assert leftover == []
+
+
+@pytest.mark.parametrize("name", MOE_FILES)
+def test_group_sizes_and_world_size(name: str) -> None:
+    module = imported(name)
+    comms = [op for op in module.walk() if isinstance(op, CollectiveOp)]
+    assert {op.group_size() for op in comms} == {8}
+    assert all(op.groups is not None for op in comms)
+    assert module.attributes["lancet.world_size"].value.data == 8
+
+
+def test_world_size_option_overrides() -> None:
+    module = imported(CPU, world_size=16)
+    assert module.attributes["lancet.world_size"].value.data == 16
+
+
+def test_dimensions_and_reductions() -> None:
+    module = imported(SHARDY)
+    comms = [op for op in graph_block(module).ops if isinstance(op, CollectiveOp)]
+    a2a = [op for op in comms if op.KIND == "all_to_all"]
+    assert [(op.split_axis.value.data, op.concat_axis.value.data) for op in a2a] == [(0, 0)] * 4
+    rs = next(op for op in comms if op.KIND == "reduce_scatter")
+    assert rs.axis.value.data == 0
+    assert rs.reduction.data.value == "sum"
+    assert rs.inputs[0].type.get_shape() == (64, 64)
+    assert rs.outputs[0].type.get_shape() == (8, 64)
+    ag = next(op for op in comms if op.KIND == "allgather")
+    assert ag.axis.value.data == 0
+    assert ag.outputs[0].type.get_shape() == (64, 64)
+    assert {op.reduction.data.value for op in comms if op.KIND == "allreduce"} == {"sum"}
+
+
+def test_variadic_all_reduce_and_array_all_to_all_on_cpu_module() -> None:
+    module = imported(CPU)
+    block = graph_block(module)
+    ar = next(op for op in block.ops if isinstance(op, CollectiveOp) and op.KIND == "allreduce")
+    shapes = [tuple(v.type.get_shape()) for v in ar.inputs]
+    assert shapes == [(64, 8), (64, 64), (64, 64), ()]
+    # MHLO's 8-operand array all-to-all -> concat + all_to_all(split 0, concat 0) + split
+    ops = list(block.ops)
+    for i, op in enumerate(ops):
+        if not (isinstance(op, CollectiveOp) and op.KIND == "all_to_all"):
+            continue
+        concat, split = ops[i - 1], ops[i + 1]
+        assert op_display_name(concat) == "comp.concat"
+        assert GLUE_ATTR in concat.attributes
+        assert op_display_name(split) == "comp.split"
+        assert GLUE_ATTR in split.attributes
+        assert op.inputs[0].type.get_shape() == (8, 1, 8, 64)
+        assert op.inputs[0].owner is concat
+        assert split.operands[0] is op.outputs[0]
+        assert len(split.results) == 8
+        assert concat.attributes["lancet.time_us"].value.data == 0.0
+
+
+# ---- order -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", MOE_FILES)
+def test_order_of_ops_preserved(name: str) -> None:
+    before = names(graph_block(load(name)))
+    after_module = imported(name)
+    after = [
+        op.attributes[ORIGIN_ATTR].data if isinstance(op, CollectiveOp) else op_display_name(op)
+        for op in graph_block(after_module).ops
+        if GLUE_ATTR not in op.attributes
+    ]
+    assert after == before
+
+
+def test_async_pairs_become_one_op_at_the_start_position() -> None:
+    module = imported(ASYNC)
+    main = func_named(module, "main")
+    block = main.regions[0].blocks.first
+    assert names(block) == [
+        "stablehlo.dot_general",
+        "comm.allreduce",  # stablehlo.async_start (region form) ... async_done
+        "stablehlo.tanh",
+        "comm.allgather",  # mhlo.async_start @all_gather_computation, async_update, async_done
+        "stablehlo.add",
+        "comm.allreduce",  # async all_reduce of two tensors returning a tuple
+        "stablehlo.multiply",
+        "comm.reduce_scatter",
+        "comm.all_to_all",
+        "stablehlo.tuple",
+        "comm.allreduce",  # mhlo.all_reduce with a tuple operand
+        "mhlo.fusion",
+        "func.return",
+    ]
+    with pytest.raises(KeyError):
+        func_named(module, "all_gather_computation")  # the wrapped computation is gone
+    ops = list(block.ops)
+    ar, ag, ar2, rs, a2a, ar3 = (ops[i] for i in (1, 3, 5, 7, 8, 10))
+    ret, fusion = ops[-1], ops[-2]
+    assert ret.operands[2] is ar.outputs[0]  # the done's result is the comm op's result
+    assert ar2.inputs[0] is ops[4].results[0]
+    assert ar2.inputs[1] is ag.outputs[0]
+    assert rs.inputs[0] is ar2.outputs[0]
+    assert a2a.inputs[0] is ar2.outputs[1]
+    assert fusion.operands[0] is rs.outputs[0]
+    assert fusion.operands[2] is ar3.outputs[1]
+    assert [op.group_size() for op in (ar, ag, ar2, rs, a2a, ar3)] == [4, 2, 4, 4, 2, 4]
+    assert ag.groups.rank_lists == ((0, 1), (2, 3))
+    assert ar3.groups is None
+    assert [op.reduction.data.value for op in (ar, ar2, rs, ar3)] == ["sum", "max", "prod", "min"]
+    assert (a2a.split_axis.value.data, a2a.concat_axis.value.data) == (0, 1)
+    assert all("lancet.hlo_async" in op.attributes for op in (ar, ag, ar2))
+    assert "lancet.hlo_async" not in rs.attributes
+
+
+# ---- costs -----------------------------------------------------------------------------------
+def test_dot_general_flops_hand_computed() -> None:
+    block = graph_block(imported(SHARDY))
+    dots = [op for op in block.ops if op_display_name(op) == "stablehlo.dot_general"]
+    first = dots[0]  # (32x64) . (64x64) contracting 1 x 0 -> 32x64
+    assert first.attributes[FLOPS_ATTR].value.data == 2 * 32 * 64 * 64
+    assert first.attributes[BYTES_ATTR].value.data == (32 * 64 + 64 * 64 + 32 * 64) * 4
+    # batched: (1x64x128) . (1x64x64), batch 0, contracting 1 x 1 -> 1x128x64
+    batched = next(op for op in dots if op.results[0].type.get_shape() == (1, 128, 64))
+    assert batched.attributes[FLOPS_ATTR].value.data == 2 * 128 * 64 * 64
+
+
+def test_fusion_and_free_op_costs() -> None:
+    module = imported(ASYNC)
+    ops = list(func_named(module, "main").regions[0].blocks.first.ops)
+    assert ops[0].attributes[FLOPS_ATTR].value.data == 2 * 16 * 8 * 8
+    fusion = ops[-2]  # multiply (32) + slice (0) + add (32); reads 4x8, 4x8, 16x8, writes 4x8
+    assert fusion.attributes[FLOPS_ATTR].value.data == 64
+    assert fusion.attributes[BYTES_ATTR].value.data == (32 + 32 + 128 + 32) * 4
+    tup = ops[9]
+    assert tup.attributes[FLOPS_ATTR].value.data == 0
+    assert tup.attributes[BYTES_ATTR].value.data == 0
+    assert all(FLOPS_ATTR not in op.attributes for op in ops if isinstance(op, CollectiveOp))
+
+
+def test_cpu_module_kcustom_fusion_counts_its_dot() -> None:
+    block = graph_block(imported(CPU))
+    first = next(iter(block.ops))  # kCustom fusion around dot (32x64).(64x64)
+    assert op_display_name(first) == "mhlo.fusion"
+    assert first.attributes[FLOPS_ATTR].value.data == 2 * 32 * 64 * 64
+
+
+# ---- pipelines and errors --------------------------------------------------------------------
+@pytest.mark.parametrize("name", MOE_FILES)
+def test_import_then_data_parallel_schedule(name: str) -> None:
+    module = load(name)
+    run_pipeline(module, "import-stablehlo,data-parallel-schedule")
+    check_dominance(module)
+    assert sum(comm_kinds(module).values()) in (7, 10)
+
+
+@pytest.mark.parametrize("name", MOE_FILES)
+def test_cli_pipeline(name: str) -> None:
+    res = run_tool(
+        ["lancet-opt", "--allow-unregistered-dialect", str(DATA / name),
+         "-p", "import-stablehlo,data-parallel-schedule"]
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("comm.all_to_all") == 4
+    assert res.stderr == ""
+
+
+def test_cli_bad_reduction(tmp_path: Path) -> None:
+    bad = (DATA / ASYNC).read_text().replace('"stablehlo.multiply"(%l, %m)', '"stablehlo.xor"(%l, %m)')
+    path = tmp_path / "bad.mlir"
+    path.write_text(bad)
+    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"])
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("lancet-opt: error: ")
+    assert lines[0].endswith("stablehlo.reduce_scatter: unsupported reduction 'stablehlo.xor'")
+
+
+def test_unsupported_reduction_raises_user_error() -> None:
+    text = (DATA / ASYNC).read_text().replace('"mhlo.minimum"(%l, %m)', '"mhlo.remainder"(%l, %m)')
+    with pytest.raises(UserError, match="mhlo.all_reduce: unsupported reduction 'mhlo.remainder'"):
+        import_stablehlo(parse(text))
+
+
+def test_world_size_pass_option() -> None:
+    module = run_pipeline(load(SHARDY), "import-stablehlo{world-size=16}")
+    assert module.attributes["lancet.world_size"].value.data == 16
+    with pytest.raises(PassFailedException, match="world-size must be >= 1"):
+        run_pipeline(load(SHARDY), "import-stablehlo{world-size=0}")
