@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lancet_mlir.graph.dataflow import collective_kind
 from lancet_mlir.passes.simulate import BlockResult
-from lancet_mlir.sim.trace import atomic_path
+from lancet_mlir.support.files import atomic_path
 
 COMPUTE_COLOR = "#4C72B0"
 COMM_COLORS = {"all_to_all": "#C44E52", "all_to_allv": "#C44E52", "allreduce": "#DD8452"}

@@ -24,7 +24,6 @@ import argparse
 import fnmatch
 import io
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from lancet_mlir.passes.simulate import BlockResult, simulate_graph
 from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
 from lancet_mlir.runtime.loader import make_context
 from lancet_mlir.sim.options import resolve_sim_options
+from lancet_mlir.support.files import write_atomic
 from lancet_mlir.tools.errors import one_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -353,19 +353,6 @@ def timing_model(configs: Sequence[BenchConfig]) -> tuple[str, GPT2MoEConfig] | 
 
 
 # ---- reports -------------------------------------------------------------------------------------
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bench-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _fmt_time(us: float, unit: str) -> str:
     return f"{us / 1000:.3f}" if unit == "ms" else f"{us:.2f}"
 

@@ -69,7 +69,7 @@ from lancet_mlir.dialects.comm import (
     ReductionKind,
 )
 from lancet_mlir.dialects.comp import build_op, element_type, tensor_sig
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 GATES = ("switch", "top2")
 DTYPES = ("f32", "f16", "bf16", "f64")

@@ -72,7 +72,7 @@ from lancet_mlir.dialects.comm import (
     tensor_bytes,
 )
 from lancet_mlir.graph.dataflow import op_display_name
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 FLOPS_ATTR = "lancet.flops"
 BYTES_ATTR = "lancet.bytes"

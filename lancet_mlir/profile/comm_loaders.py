@@ -21,7 +21,7 @@ import re
 
 from lancet_mlir.profile.comm_model import KINDS, CommTable, canonical_kind
 from lancet_mlir.profile.fileio import read_text, write_atomic
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 TABLE_HEADER = ("kind", "group_size", "bytes", "time_us")
 XLA_HEADER = (

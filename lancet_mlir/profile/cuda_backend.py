@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 _LOADED: dict[str, dict[str, Any]] = {}
 

@@ -1,52 +1,5 @@
-"""Small file helpers of the profile layer: atomic writes and data files shipped in the package."""
+"""File helpers of the profile layer (kept as an import path; they live in lancet_mlir.support)."""
 
-from __future__ import annotations
+from lancet_mlir.support.files import data_path, read_bytes, read_text, write_atomic
 
-import os
-import tempfile
-from importlib import resources
-from pathlib import Path
-
-from lancet_mlir.tools.errors import UserError
-
-
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename, so that a
-    failure never leaves a half-written file behind."""
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    if not os.path.isdir(folder):
-        raise UserError(f"{target}: folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """Read a whole file, turning OS errors into a UserError naming the file."""
-    try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{os.fspath(path)}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{os.fspath(path)}: {exc.strerror or exc}") from None
-
-
-def read_text(path: str | os.PathLike[str]) -> str:
-    """Read a UTF-8 text file; a UserError names the file on any failure."""
-    data = read_bytes(path)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{os.fspath(path)}: not UTF-8 text (byte {exc.start})") from None
-
-
-def data_path(name: str) -> Path:
-    """Path of a data file shipped in `lancet_mlir/data/`."""
-    return Path(str(resources.files("lancet_mlir").joinpath("data", name)))
+__all__ = ["data_path", "read_bytes", "read_text", "write_atomic"]

@@ -38,7 +38,7 @@ from xdsl.traits import IsTerminator
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
-from lancet_mlir.tools.errors import UserError, one_line
+from lancet_mlir.support.errors import UserError, one_line
 
 TOOL = "lancet-profile"
 

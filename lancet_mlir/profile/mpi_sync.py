@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 
 def raise_if_any_failed(comm: Any, local_error: str | None) -> None:

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 
 def find_mpiexec() -> str:

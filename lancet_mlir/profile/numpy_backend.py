@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 
 class NumpyBackend:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lancet_mlir.profile.fileio import read_bytes, read_text, write_atomic
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 FORMAT_NAME = "lancet-profile"
 FORMAT_VERSION = 1

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from lancet_mlir.runtime.executor import ExecResult, execute, select_function
 from lancet_mlir.runtime.loader import LoadedModule, load_module
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from lancet_mlir.runtime.values import (
     make_inputs,
     shape_and_dtype,
 )
-from lancet_mlir.tools.errors import UserError, one_line
+from lancet_mlir.support.errors import UserError, one_line
 
 TIME_ATTR = "lancet.time_us"
 

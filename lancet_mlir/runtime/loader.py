@@ -13,7 +13,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
-from lancet_mlir.tools.errors import UserError, one_line
+from lancet_mlir.support.errors import UserError, one_line
 
 
 def make_context() -> Context:

@@ -21,7 +21,7 @@ from typing import Any
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from lancet_mlir.tools.errors import UserError, one_line
+from lancet_mlir.support.errors import UserError, one_line
 
 
 def _digest(text: str) -> str:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from typing import IO, Any
 
 import numpy as np
 
 from lancet_mlir.runtime.executor import ExecResult
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.files import atomic_path
 
 _KEY = re.compile(r"^rank(\d+)/(\d+)$")
 
@@ -31,16 +31,8 @@ def check_output_folder(path: str) -> None:
 def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Write `arrays` to `path` atomically (temporary file in the same folder + rename)."""
     check_output_folder(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **dict(arrays))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **dict(arrays))
 
 
 def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from lancet_mlir.runtime.loader import LoadedModule, load_module
 from lancet_mlir.runtime.mpi import RankFailure, agree
-from lancet_mlir.tools.errors import one_line
+from lancet_mlir.support.errors import one_line
 
 
 @dataclass

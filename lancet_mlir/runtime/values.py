@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 INIT_SCALE_ATTR = "lancet.init_scale"
 INIT_OFFSET_ATTR = "lancet.init_offset"

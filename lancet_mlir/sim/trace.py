@@ -12,13 +12,11 @@ Open the file in https://ui.perfetto.dev or chrome://tracing.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.support.files import atomic_path
 
 COMPUTE_COLOR = "#4C72B0"
 COMM_COLOR = "#DD8452"
@@ -158,20 +156,3 @@ def gantt_png_blocks(
             fig.savefig(tmp, format="png", dpi=100)
     finally:
         plt.close(fig)
-
-
-@contextmanager
-def atomic_path(path: str) -> Iterator[str]:
-    """Yield a temporary file name next to `path`; rename it to `path` on success."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(2, "no such folder", folder)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

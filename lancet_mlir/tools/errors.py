@@ -6,33 +6,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from xdsl.utils.exceptions import ParseError
+from lancet_mlir.support.errors import UserError, one_line
 
-
-class UserError(Exception):
-    """An error caused by the user's input or options; printed as one line, exit code 1."""
-
-
-def one_line(exc: BaseException) -> str:
-    """Condense an exception into one line, with file:line:col for parse errors."""
-    if isinstance(exc, ParseError):
-        loc = exc.span.get_location()
-        msg = exc.msg.strip().splitlines()[0] if exc.msg.strip() else "parse error"
-        return f"{loc}: {msg}"
-    if isinstance(exc, FileNotFoundError):
-        return f"{exc.filename}: no such file"
-    if isinstance(exc, IsADirectoryError | PermissionError):
-        return f"{exc.filename}: {exc.strerror}"
-    text = str(exc).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
-    # xDSL verifier messages put the diagnosis on the first line and the IR afterwards;
-    # diagnostics printed with the IR come as "^^^^ message" lines.
-    for ln in lines:
-        if ln.startswith("^"):
-            return ln.lstrip("^-").strip()
-    return lines[0]
+__all__ = ["UserError", "fail", "one_line", "run_cli"]
 
 
 def fail(tool: str, message: str, code: int = 1) -> NoReturn:

@@ -115,7 +115,7 @@ def _emit(cfg: GPT2MoEConfig, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from lancet_mlir.tools.lancet_opt import write_atomic
+    from lancet_mlir.support.files import write_atomic
 
     write_atomic(output, text)
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from typing import IO
 
@@ -29,6 +27,7 @@ from lancet_mlir.dialects import get_all_dialects
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
+from lancet_mlir.support.files import write_atomic
 from lancet_mlir.tools import opt_outputs
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
 
@@ -122,22 +121,6 @@ class _KeepOpen(io.StringIO):
 
     def close(self) -> None:  # noqa: D102 - keeps the buffer readable after close
         pass
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"{path}: folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(args: Sequence[str] | None = None) -> None:

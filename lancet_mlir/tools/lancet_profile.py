@@ -135,7 +135,7 @@ def _emit(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from lancet_mlir.profile.fileio import write_atomic
+    from lancet_mlir.support.files import write_atomic
 
     write_atomic(output, text)
 

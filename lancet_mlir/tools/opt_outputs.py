@@ -195,7 +195,7 @@ def _write_gantt(path: str, results: Sequence[BlockResult], args: argparse.Names
 
 def _write_json(path: str, data: dict, indent: int | None) -> None:
     """Serialize first, then write through a temporary file and a rename."""
-    from lancet_mlir.sim.trace import atomic_path
+    from lancet_mlir.support.files import atomic_path
 
     text = json.dumps(data, indent=indent) + "\n"
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:

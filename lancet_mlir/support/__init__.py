@@ -1,0 +1,1 @@
+"""Base helpers every layer may import: user-facing errors and safe file I/O."""

@@ -1,0 +1,32 @@
+"""The one exception type for problems caused by the user's input or options, and the
+one-line rendering of any exception that CLIs print."""
+
+from __future__ import annotations
+
+from xdsl.utils.exceptions import ParseError
+
+
+class UserError(Exception):
+    """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
+
+
+def one_line(exc: BaseException) -> str:
+    """Condense an exception into one line, with file:line:col for parse errors."""
+    if isinstance(exc, ParseError):
+        loc = exc.span.get_location()
+        msg = exc.msg.strip().splitlines()[0] if exc.msg.strip() else "parse error"
+        return f"{loc}: {msg}"
+    if isinstance(exc, FileNotFoundError):
+        return f"{exc.filename}: no such file"
+    if isinstance(exc, IsADirectoryError | PermissionError):
+        return f"{exc.filename}: {exc.strerror}"
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    # xDSL verifier messages put the diagnosis on the first line and the IR afterwards;
+    # diagnostics printed with the IR come as "^^^^ message" lines.
+    for ln in lines:
+        if ln.startswith("^"):
+            return ln.lstrip("^-").strip()
+    return lines[0]
