@@ -20,6 +20,16 @@ measured group sizes the two tables' times are interpolated linearly in the grou
 the measured range the nearest group size is used; with no group size known and a single
 measured one, that one is used, with several the largest. Each such decision is recorded once
 in `CommModel.notes`. A group of one rank moves nothing and costs 0.
+
+Groups spanning several nodes (a model built with an `InterNode`, group size G above its
+`gpus_per_node` n): a table measured at exactly G still wins, and so does interpolation between
+two measured group sizes that both exceed n (both multi-node measurements); otherwise the time
+is max(intra-node estimate, inter-node estimate). The intra-node estimate is the table at the
+largest measured group size <= n (alpha-beta at group size n when the kind has none): the
+NVLink part of a multi-node collective is at least as slow as a node-wide collective of the
+same payload. The inter-node estimate is `InterNode.time_us`, an alpha-beta model of the
+network (see there). Tables measured within one node never reach this path, so group sizes
+<= n behave exactly as above.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 KINDS: tuple[str, ...] = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
 """Collective kinds with their own tables (`comm.all_to_allv` is costed as `all_to_all`)."""
@@ -142,6 +152,72 @@ class AlphaBeta:
         return self.alpha_us + self.beta_us_per_byte * nbytes * bus_factor(kind, group_size)
 
 
+# ---- the network between nodes ------------------------------------------------------------------
+NETWORK_EFFICIENCY = 0.8
+"""Fraction of the NICs' line rate a large multi-node collective reaches. NCCL over InfiniBand
+reaches roughly 75-90 %: e.g. two A100 nodes with 8 x 100 Gb/s NICs each reported an all-reduce
+busbw of ~600 of the 800 Gb/s line rate, which NCCL's maintainers called about as expected
+(github.com/NVIDIA/nccl/issues/495). 0.8 sits in that range."""
+
+
+@dataclass(frozen=True)
+class InterNode:
+    """Alpha-beta model of a collective whose group spans several nodes.
+
+        t = latency_us + nic_bytes / (gbps_per_gpu * 1e9 / 8 * efficiency)
+
+    Each node holds `gpus_per_node` GPUs with one NIC of `gbps_per_gpu` Gb/s per GPU (DGX
+    layout; a node with fewer, faster NICs is described by its per-GPU share). `nic_bytes` is
+    what the busiest NIC sends for a payload of S bytes over G ranks. Groups are assumed packed
+    onto as few nodes as possible; the node with the fewest group members, m of them (m =
+    `gpus_per_node` when G is a multiple of it), is the bottleneck:
+
+    * ring allreduce: every hop of a ring carries 2(G-1)/G x S. NCCL lays each ring out node
+      by node, so one hop per ring leaves each node, and it runs several rings over different
+      NICs: a node's NICs together send 2(G-1)/G x S, each 2(G-1)/G x S / m. That is why
+      nccl-tests' multi-node busbw approaches a node's aggregate NIC bandwidth, not one NIC's;
+    * allgather / reduce_scatter (rings): (G-1)/G x S / m;
+    * all_to_all: each GPU sends S/G to every rank, (G-m) of which are off its node, through
+      its own NIC: (G-m)/G x S.
+
+    The latency is a constant per collective (no log G or per-ring-step growth): multi-node
+    collectives that are small enough for latency to matter are dominated by the intra-node
+    table in `CommModel`'s max() anyway.
+    """
+
+    gpus_per_node: int
+    gbps_per_gpu: float
+    latency_us: float
+    efficiency: float = NETWORK_EFFICIENCY
+
+    def nodes(self, group_size: int) -> int:
+        """Nodes a packed group of `group_size` ranks occupies."""
+        return -(-group_size // self.gpus_per_node)
+
+    def nic_bytes(self, kind: str, nbytes: float, group_size: int) -> float:
+        """Bytes the busiest NIC sends for one collective (0 within one node)."""
+        if group_size <= self.gpus_per_node:
+            return 0.0
+        smallest = group_size - self.gpus_per_node * (self.nodes(group_size) - 1)
+        if canonical_kind(kind) == "all_to_all":
+            return nbytes * (group_size - smallest) / group_size
+        return nbytes * bus_factor(kind, group_size) / smallest
+
+    def time_us(self, kind: str, nbytes: float, group_size: int) -> float:
+        """Network time of one collective; 0 for a group within one node."""
+        if group_size <= self.gpus_per_node:
+            return 0.0
+        bytes_per_us = self.gbps_per_gpu * 1e9 / 8 * self.efficiency / 1e6
+        return self.latency_us + self.nic_bytes(kind, nbytes, group_size) / bytes_per_us
+
+    def describe(self) -> str:
+        """One phrase for notes: bandwidth, efficiency, latency."""
+        return (
+            f"{self.gbps_per_gpu:g} Gb/s per GPU x {self.efficiency:g} efficiency, "
+            f"latency {self.latency_us:g} us"
+        )
+
+
 # ---- raw tables --------------------------------------------------------------------------------
 @dataclass
 class CommTable:
@@ -198,19 +274,27 @@ class CommModel:
         curves: dict[tuple[str, int], PiecewiseLinear],
         alpha_beta: AlphaBeta,
         label: str = "",
+        internode: InterNode | None = None,
     ):
         self.curves = dict(curves)
         self.alpha_beta = alpha_beta
         self.label = label
+        self.internode = internode  # None: every group is costed as if within one node
         self._sizes: dict[str, list[int]] = {}
         for kind, g in sorted(self.curves):
             self._sizes.setdefault(kind, []).append(g)
         self._notes: dict[str, None] = {}  # insertion-ordered set
 
     @classmethod
-    def from_table(cls, table: CommTable, alpha_beta: AlphaBeta, label: str = "") -> CommModel:
+    def from_table(
+        cls,
+        table: CommTable,
+        alpha_beta: AlphaBeta,
+        label: str = "",
+        internode: InterNode | None = None,
+    ) -> CommModel:
         """Fit `table` and build the model."""
-        return cls(table.fit(), alpha_beta, label)
+        return cls(table.fit(), alpha_beta, label, internode)
 
     @property
     def notes(self) -> list[str]:
@@ -233,6 +317,11 @@ class CommModel:
             raise UserError(f"unknown collective kind {kind!r}")
         if group_size is not None and group_size <= 1:
             return 0.0
+        net = self.internode
+        if net is not None and group_size is not None and self._unmeasured_multinode(
+            net, canon, group_size
+        ):
+            return self._multinode_time(net, canon, nbytes, group_size)
         sizes = self._sizes.get(canon)
         if not sizes:
             self.note(
@@ -273,3 +362,31 @@ class CommModel:
         t1 = self.curves[(kind, g1)](nbytes)
         t2 = self.curves[(kind, g2)](nbytes)
         return t1 + (t2 - t1) * (group_size - g1) / (g2 - g1)
+
+    # ---- groups spanning nodes -----------------------------------------------------------------
+    def _unmeasured_multinode(self, net: InterNode, kind: str, group_size: int) -> bool:
+        """True for a multi-node group that no measurement covers: not measured at exactly
+        `group_size`, nor between two measured group sizes that both span nodes."""
+        if group_size <= net.gpus_per_node:
+            return False
+        multinode = [g for g in self._sizes.get(kind, []) if g > net.gpus_per_node]
+        if group_size in multinode:
+            return False
+        return not (multinode and multinode[0] < group_size < multinode[-1])
+
+    def _multinode_time(self, net: InterNode, kind: str, nbytes: float, group_size: int) -> float:
+        """max(intra-node estimate, inter-node estimate) (module doc), noted once."""
+        per_node = net.gpus_per_node
+        intra_sizes = [g for g in self._sizes.get(kind, []) if g <= per_node]
+        if intra_sizes:
+            intra = self.curves[(kind, intra_sizes[-1])](nbytes)
+            source = f"measured table at group size {intra_sizes[-1]}"
+        else:
+            intra = self.alpha_beta.time_us(kind, nbytes, per_node)
+            source = f"alpha-beta at group size {per_node}"
+        self.note(
+            f"{kind}: group size {group_size} spans {net.nodes(group_size)} nodes of "
+            f"{per_node} GPUs; used the larger of the intra-node {source} and the inter-node "
+            f"alpha-beta model ({net.describe()})"
+        )
+        return max(intra, net.time_us(kind, nbytes, group_size))

@@ -6,9 +6,13 @@ Priority, first that applies:
    exactly this collective beats a table fitted over many sizes (Lancet instead overwrote
    profiled collective times with its cost model, lancet-algorithms.md §1.4; we keep the exact
    measurement because the key pins operand shapes and dtype, and the table does not);
-3. collectives: the comm model (fitted tables per kind and group size, alpha-beta fallback),
-   on the payload bytes (nccl-tests convention); `comm.all_to_allv` is costed as all_to_all;
-   compute: the roofline estimate on the device (`roofline.op_roofline_us`);
+3. collectives: the comm model (fitted tables per kind and group size, alpha-beta fallback,
+   and for groups larger than the device's `gpus_per_node` the larger of the intra-node table
+   and an inter-node network model, `comm_model.InterNode`), on the payload bytes (nccl-tests
+   convention); `comm.all_to_allv` is costed as all_to_all;
+   compute: the roofline estimate on the device (`roofline.op_roofline_us`), which never goes
+   below the device's `min_kernel_us` launch floor except for free ops (steps 1 and 2 are
+   used as given: a measured or explicit time is never floored);
 4. 0, and the op is listed in the one summary warning `warn_unknown()` prints.
 
 Comm tables: the device's shipped table, where `--comm-table` files override it per
@@ -36,7 +40,7 @@ from lancet_mlir.profile.fileio import data_path
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
 from lancet_mlir.profile.roofline import op_roofline_us
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 TIME_ATTR = "lancet.time_us"
 
@@ -98,7 +102,7 @@ def _comm_model(cfg: CostConfig, device: Device, notes: list[str]) -> CommModel:
         labels.append(os.path.basename(path))
     for key, rows in user.samples.items():
         table.samples[key] = list(rows)
-    return CommModel.from_table(table, device.alpha_beta, " + ".join(labels))
+    return CommModel.from_table(table, device.alpha_beta, " + ".join(labels), device.internode())
 
 
 class CostModel:

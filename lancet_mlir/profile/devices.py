@@ -22,17 +22,47 @@ table reaches a bus bandwidth of about 0.40 x its NVLink bandwidth (340-400 of 9
 2 GiB, 8 GPUs) with about 20 µs latency, and the same ratio is applied to NVLink 2 (300 GB/s ->
 120 GB/s) and NVLink 3 (600 GB/s -> 240 GB/s). The alpha-beta of table devices is the fallback
 for a kind their table lacks (measured busbw: H100 ~360 GB/s, B200 ~600 GB/s, GB200 ~650 GB/s).
+
+Beyond one node (`gpus_per_node`, `internode_gbps_per_gpu`, `internode_latency_us`; the model
+is `comm_model.InterNode`): the measured tables cover one NVLink domain only, so a collective
+over more ranks than `gpus_per_node` also pays for the network. Defaults are the DGX-class
+systems (one NIC per GPU) and, for the V100, the AWS instance Lancet-era work ran on:
+
+* H100: DGX H100, 8 x ConnectX-7 400 Gb/s NDR InfiniBand per node, one per GPU: 400 Gb/s.
+* H200: DGX H200, the same 8 x 400 Gb/s NDR: 400 Gb/s.
+* B200: DGX B200, 8 x ConnectX-7 400 Gb/s: 400 Gb/s.
+* GB200: NVL72, 72 GPUs in one NVLink domain (gpus_per_node = 72); scale-out at one
+  400 Gb/s ConnectX-7 class NIC per GPU: 400 Gb/s.
+* A100: DGX A100, 8 x ConnectX-6 200 Gb/s HDR InfiniBand: 200 Gb/s. (AWS p4de, Lancet's A100
+  testbed, has 4 x 100 Gb/s EFA = 400 Gb/s per node, i.e. 50 Gb/s per GPU: a quarter of this.)
+* V100: AWS p3dn.24xlarge, 100 Gb/s per node for 8 GPUs: 12.5 Gb/s per GPU.
+
+Inter-node latency, a constant per collective: 15 µs on InfiniBand (a small all-reduce across
+two InfiniBand nodes costs some 15-30 µs in nccl-tests, more than NVLink's ~10-20 µs by the
+network round trips), 20 µs on the p3dn's Ethernet (EFA/TCP latency is higher than IB's).
+These only matter for small messages, where `CommModel` takes the larger of this and the
+intra-node table.
+
+`min_kernel_us`, the shortest time a roofline-estimated kernel can take (`roofline.py`): 2 µs on
+every device. A kernel launched back to back on a stream costs the GPU a few µs of launch,
+scheduling and tail even when it does no work (launch overheads of 2-5 µs are typical from
+Volta to Hopper, dominated by the driver and the GPU front end, not the SMs); 2 µs is the low
+end, so that tiny ops are not overstated. XLA's H100 matmul table agrees: its smallest matmuls
+take ~5 µs, never less.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lancet_mlir.profile.comm_model import AlphaBeta
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.profile.comm_model import AlphaBeta, InterNode
+from lancet_mlir.support.errors import UserError
 
 T = 1e12
 G = 1e9
+
+MIN_KERNEL_US = 2.0  # launch + tail of one GPU kernel (module doc)
+IB_LATENCY_US = 15.0  # InfiniBand inter-node latency per collective (module doc)
 
 
 @dataclass(frozen=True)
@@ -49,10 +79,18 @@ class Device:
     matmul_table: str | None = None  # data file in lancet_mlir/data/
     xla_gpu: str | None = None  # `gpu` column value in XLA's perf tables
     aliases: tuple[str, ...] = field(default=())
+    gpus_per_node: int = 8  # GPUs sharing one NVLink domain
+    internode_gbps_per_gpu: float = 400.0  # network Gb/s per GPU (module doc)
+    internode_latency_us: float = IB_LATENCY_US
+    min_kernel_us: float = MIN_KERNEL_US  # floor of roofline-estimated kernel times
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for `dtype`; dtypes without their own entry run at the f32 rate."""
         return self.peak_flops.get(dtype, self.peak_flops["f32"])
+
+    def internode(self) -> InterNode:
+        """The model of collectives spanning several of this device's nodes."""
+        return InterNode(self.gpus_per_node, self.internode_gbps_per_gpu, self.internode_latency_us)
 
 
 def _nvlink_alpha_beta(nvlink_gb_per_s: float) -> AlphaBeta:
@@ -71,6 +109,8 @@ DEVICES: dict[str, Device] = {
             300 * G,
             _nvlink_alpha_beta(300),
             aliases=("sm_70", "v100-sxm2"),
+            internode_gbps_per_gpu=100 / 8,  # p3dn.24xlarge: 100 Gb/s per 8-GPU node
+            internode_latency_us=20.0,  # Ethernet (EFA), not InfiniBand
         ),
         Device(
             "a100",
@@ -81,6 +121,7 @@ DEVICES: dict[str, Device] = {
             600 * G,
             _nvlink_alpha_beta(600),
             aliases=("sm_80", "a100-sxm4"),
+            internode_gbps_per_gpu=200.0,  # DGX A100: 8 x 200 Gb/s HDR
         ),
         Device(
             "h100",
@@ -94,6 +135,7 @@ DEVICES: dict[str, Device] = {
             matmul_table="matmul_h100.csv",
             xla_gpu="sm_90",
             aliases=("sm_90", "h100-sxm", "h100-sxm5"),
+            internode_gbps_per_gpu=400.0,  # DGX: 8 x ConnectX-7 400 Gb/s NDR
         ),
         Device(
             "h200",
@@ -107,6 +149,7 @@ DEVICES: dict[str, Device] = {
             matmul_table="matmul_h100.csv",
             xla_gpu="sm_90",
             aliases=("h200-sxm",),
+            internode_gbps_per_gpu=400.0,  # DGX: 8 x ConnectX-7 400 Gb/s NDR
         ),
         Device(
             "b200",
@@ -120,6 +163,7 @@ DEVICES: dict[str, Device] = {
             matmul_table="matmul_b200.csv",
             xla_gpu="sm_100_B200",
             aliases=("sm_100", "sm_100_b200"),
+            internode_gbps_per_gpu=400.0,  # DGX: 8 x ConnectX-7 400 Gb/s NDR
         ),
         Device(
             "gb200",
@@ -132,6 +176,8 @@ DEVICES: dict[str, Device] = {
             comm_table="comm_gb200.csv",
             xla_gpu="sm_100_GB200",
             aliases=("sm_100_gb200",),
+            gpus_per_node=72,  # NVL72: one NVLink domain of 72 GPUs
+            internode_gbps_per_gpu=400.0,  # one 400 Gb/s NIC per GPU for scale-out
         ),
     )
 }

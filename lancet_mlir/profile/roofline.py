@@ -16,6 +16,19 @@ cores, so that curve is stored as `tf32`; an F32 matmul (no TF32: the numpy/cupy
 true FP32) costs the larger of the FP32 roofline term and the TF32 curve, which supplies the
 small-size latency floor the plain roofline lacks. The memory term always applies.
 
+Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, tail), so an
+estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
+* an estimate of exactly 0 (0 FLOPs and 0 bytes: e.g. ops the StableHLO importer marks free,
+  constants, bitcasts, reshapes -- nothing runs);
+* view ops (`VIEW_OPS`): `comp.reshape` and `comp.split` copy in numpy (and keep their copy's
+  memory-term estimate, a conservative upper bound), but on a GPU a reshape of a contiguous
+  tensor is a view (PyTorch `view`, XLA bitcast) and a split returns views (PyTorch
+  `split`/`chunk`) or slices XLA fuses into their consumers: no kernel, no launch cost.
+  `comp.transpose`, `comp.concat` and `comp.fill`/`comp.zeros` do launch a copy / fill kernel
+  on a GPU (PyTorch `.contiguous()`, `torch.cat`, a fill or memset), so they are floored.
+Measured (profiled) and explicit (`lancet.time_us`) times are never floored: the cost model
+uses them before it asks this module.
+
 FLOPs and bytes come from `lancet.flops` / `lancet.bytes` attributes when present (e.g. on
 imported StableHLO; a missing `lancet.bytes` defaults to the operand + result tensor bytes, a
 missing `lancet.flops` to 0), else from the compute-kernel registry (`op_flops_bytes`).
@@ -38,7 +51,7 @@ from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.profile.comm_model import PiecewiseLinear
 from lancet_mlir.profile.devices import Device
 from lancet_mlir.profile.fileio import data_path, read_text
-from lancet_mlir.tools.errors import UserError
+from lancet_mlir.support.errors import UserError
 
 COMPUTE_EFFICIENCY = 0.75
 MEMORY_EFFICIENCY = 0.8
@@ -61,6 +74,19 @@ MATMUL_OPS: frozenset[str] = frozenset(
     }
 )
 """Ops costed with the matmul calibration curve where a device has one."""
+
+VIEW_OPS: frozenset[str] = frozenset(
+    {
+        "comp.reshape",
+        "comp.split",
+        "stablehlo.reshape",
+        "stablehlo.bitcast_convert",
+        "tensor.reshape",
+        "tensor.collapse_shape",
+        "tensor.expand_shape",
+    }
+)
+"""Ops that are views on a GPU (no kernel launch): exempt from the launch floor (module doc)."""
 
 MATMUL_TABLE_HEADER = ("dtype", "flops", "time_us")
 _XLA_MATMUL_DTYPES = {"bf16xbf16->bf16": "bf16", "f32xf32->f32": "tf32"}
@@ -213,12 +239,24 @@ def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
 
 
 def op_roofline_us(op: Operation, device: Device) -> float | None:
-    """Estimated time of a compute op on `device`, None when its FLOPs/bytes are unknown."""
+    """Estimated time of a compute op on `device` (launch floor included), None when its
+    FLOPs/bytes are unknown."""
     counted = op_flops_bytes(op)
     if counted is None:
         return None
     flops, nbytes = counted
     dtype = op_dtype(op)
-    if op_display_name(op) in MATMUL_OPS:
-        return matmul_time_us(flops, nbytes, dtype, device)
-    return roofline_time_us(flops, nbytes, dtype, device)
+    name = op_display_name(op)
+    if name in MATMUL_OPS:
+        estimate = matmul_time_us(flops, nbytes, dtype, device)
+    else:
+        estimate = roofline_time_us(flops, nbytes, dtype, device)
+    return launch_floor_us(name, estimate, device)
+
+
+def launch_floor_us(name: str, estimate_us: float, device: Device) -> float:
+    """`estimate_us` raised to the device's `min_kernel_us`, except for a 0 estimate (nothing
+    runs) and for view ops (module doc)."""
+    if estimate_us <= 0 or name in VIEW_OPS:
+        return estimate_us
+    return max(estimate_us, device.min_kernel_us)

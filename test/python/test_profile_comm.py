@@ -20,6 +20,7 @@ from lancet_mlir.profile.comm_model import (
     AlphaBeta,
     CommModel,
     CommTable,
+    InterNode,
     PiecewiseLinear,
     canonical_kind,
     isotonic_fit,
@@ -165,6 +166,107 @@ def test_single_rank_costs_nothing_and_missing_kind_falls_back() -> None:
     # all_to_allv is costed as all_to_all
     assert model.time_us("all_to_allv", 1000, 8) == 50.0
     assert canonical_kind("all_to_allv") == "all_to_all"
+
+
+# ---- groups spanning nodes -----------------------------------------------------------------------
+# 8 GPUs per node, 400 Gb/s NIC per GPU at 0.8 efficiency = 40 GB/s = 40000 bytes/us, 15 us
+NET = InterNode(8, 400.0, 15.0)
+
+
+def test_internode_traffic_and_time_hand_computed() -> None:
+    s = 8_000_000
+    # ring allreduce over 2 nodes: 2*15/16 * S leaves each node, over its 8 NICs
+    assert NET.nic_bytes("allreduce", s, 16) == pytest.approx(s * 2 * 15 / 16 / 8)
+    assert NET.time_us("allreduce", s, 16) == pytest.approx(15 + 1_875_000 / 40_000)
+    assert NET.nic_bytes("allgather", s, 32) == pytest.approx(s * 31 / 32 / 8)
+    assert NET.nic_bytes("reduce_scatter", s, 32) == pytest.approx(s * 31 / 32 / 8)
+    # all-to-all: 8 of the 16 destinations are off-node, through the GPU's own NIC
+    assert NET.nic_bytes("alltoall", s, 16) == s / 2
+    assert NET.time_us("all_to_all", s, 16) == pytest.approx(15 + 4_000_000 / 40_000)
+    assert NET.nic_bytes("all_to_all", s, 32) == s * 24 / 32
+    # 12 ranks packed as 8 + 4: the node with 4 ranks is the bottleneck
+    assert NET.nodes(12) == 2
+    assert NET.nic_bytes("all_to_all", s, 12) == pytest.approx(s * 8 / 12)
+    assert NET.nic_bytes("allreduce", s, 12) == pytest.approx(s * 2 * 11 / 12 / 4)
+    # within one node nothing crosses the network
+    assert NET.time_us("all_to_all", s, 8) == 0.0
+    assert NET.nic_bytes("allreduce", s, 4) == 0.0
+
+
+def _net_model(extra: dict[int, list[tuple[int, float]]] | None = None) -> CommModel:
+    table = CommTable()
+    for nbytes, ar, a2a in ((1000, 30.0, 15.0), (8_000_000, 40.0, 300.0)):
+        table.add("allreduce", 8, nbytes, ar)
+        table.add("all_to_all", 8, nbytes, a2a)
+    table.add("all_to_all", 4, 1000, 12.0)
+    for g, rows in (extra or {}).items():
+        for nbytes, t in rows:
+            table.add("all_to_all", g, nbytes, t)
+    return CommModel.from_table(table, AlphaBeta.from_busbw(20.0, 400.0), "t.csv", NET)
+
+
+def test_groups_within_a_node_are_unchanged() -> None:
+    model = _net_model()
+    assert model.time_us("allreduce", 8_000_000, 8) == 40.0
+    assert model.time_us("all_to_all", 1000, 4) == 12.0
+    assert model.time_us("all_to_all", 1000, 6) == pytest.approx(12 + (15 - 12) * 2 / 4)
+    assert model.notes == [
+        "all_to_all: group size 6 not measured; interpolated between measured group sizes 4 and 8"
+    ]
+
+
+def test_multinode_group_takes_the_larger_of_table_and_network() -> None:
+    model = _net_model()
+    # network bound: allreduce 16 = 15 + 2*15/16*8e6/8 / 40000 = 61.875 us > table's 40 us
+    assert model.time_us("allreduce", 8_000_000, 16) == pytest.approx(61.875)
+    # NVLink bound: the 8-rank table (300 us) is slower than the network's 15 + 4e6/40000 us
+    assert model.time_us("all_to_all", 8_000_000, 16) == 300.0
+    # small: the intra-node table at 8 ranks (30 us) beats the network's 15.0375 us
+    assert model.time_us("allreduce", 1000, 32) == 30.0
+    assert model.notes == [
+        "allreduce: group size 16 spans 2 nodes of 8 GPUs; used the larger of the intra-node "
+        "measured table at group size 8 and the inter-node alpha-beta model (400 Gb/s per GPU x "
+        "0.8 efficiency, latency 15 us)",
+        "all_to_all: group size 16 spans 2 nodes of 8 GPUs; used the larger of the intra-node "
+        "measured table at group size 8 and the inter-node alpha-beta model (400 Gb/s per GPU x "
+        "0.8 efficiency, latency 15 us)",
+        "allreduce: group size 32 spans 4 nodes of 8 GPUs; used the larger of the intra-node "
+        "measured table at group size 8 and the inter-node alpha-beta model (400 Gb/s per GPU x "
+        "0.8 efficiency, latency 15 us)",
+    ]
+    model.time_us("allreduce", 4_000_000, 16)  # same decision: noted once
+    assert len(model.notes) == 3
+
+
+def test_multinode_without_table_uses_alpha_beta_at_node_size() -> None:
+    model = _net_model()
+    # allgather has no table: intra = alpha-beta on 8 ranks = 20 + 7/8 * 8e6 / 400e9 s = 37.5 us;
+    # network = 15 + 31/32 * 8e6 / 8 / 40000 = 39.21875 us
+    assert model.time_us("allgather", 8_000_000, 32) == pytest.approx(39.21875)
+    assert model.time_us("allgather", 1000, 32) == pytest.approx(20 + 1000 * 7 / 8 / 400e3)
+    assert "intra-node alpha-beta at group size 8" in model.notes[0]
+
+
+def test_measured_multinode_group_sizes_win() -> None:
+    model = _net_model({16: [(8_000_000, 900.0)], 64: [(8_000_000, 1300.0)]})
+    assert model.time_us("all_to_all", 8_000_000, 16) == 900.0  # exact measurement
+    # between two multi-node measurements: interpolated, not modelled
+    assert model.time_us("all_to_all", 8_000_000, 32) == pytest.approx(900 + 400 * 16 / 48)
+    assert model.notes == [
+        "all_to_all: group size 32 not measured; interpolated between measured group sizes "
+        "16 and 64"
+    ]
+    # beyond the largest measurement: the model again, not the nearest size 64 (1300 us):
+    # max(8-rank table 300 us, network 15 + 8e6*120/128/40000 = 202.5 us)
+    assert model.time_us("all_to_all", 8_000_000, 128) == 300.0
+    assert "group size 128 spans 16 nodes" in model.notes[-1]
+
+
+def test_model_without_internode_keeps_nearest_group_size() -> None:
+    table = CommTable()
+    table.add("allreduce", 8, 8_000_000, 200.0)
+    model = CommModel.from_table(table, AlphaBeta.from_busbw(20.0, 400.0))
+    assert model.time_us("allreduce", 8_000_000, 64) == 200.0
 
 
 # ---- loaders -------------------------------------------------------------------------------------

@@ -108,8 +108,10 @@ def test_defaults_roofline_table_and_zero() -> None:
     assert times[3] == 0.0  # unknown op
     assert times[4] == 0.0  # constant: zero by nature
     assert times[5] == pytest.approx(1e12 / (989.4e12 * 0.75) * 1e6)  # lancet.flops, bf16 peak
-    # lancet.flops only: bytes default to operand + result bytes (2 x 64*256*4)
-    assert times[6] == pytest.approx(2 * 65536 / (3.35e12 * 0.8) * 1e6)
+    # lancet.flops only: bytes default to operand + result bytes (2 x 64*256*4); that memory
+    # term, 2 * 65536 / (3.35e12 * 0.8) s = 0.049 us, is below the 2 us launch floor
+    assert 2 * 65536 / (3.35e12 * 0.8) * 1e6 < 2.0
+    assert times[6] == 2.0
     assert model.warn_unknown() == ["my.mystery"]
     assert model.warn_unknown() == []  # printed once
 
@@ -206,9 +208,126 @@ def test_graph_times_of_a_repetitive_block() -> None:
     times = model.graph_times(graph)
     assert len(times) == 1200
     assert times[2] == 0.0
-    assert len(set(times[0::3])) == 1 and times[0] > 0
-    assert len(set(times[1::3])) == 1 and times[1] > 0
+    assert len(set(times[0::3])) == 1
+    assert times[0] > 0
+    assert len(set(times[1::3])) == 1
+    assert times[1] > 0
     assert times[0] == model.op_time_us(graph.ops[0])
+
+
+# ---- multi-node collectives ---------------------------------------------------------------------
+# 64 MiB payloads (16777216 f32); world size 8 in the module, overridden per call
+MULTINODE = """
+builtin.module attributes {lancet.world_size = 8 : i64} {
+  func.func @f(%x: tensor<16777216xf32>, %s: tensor<1048576xf32>) {
+    %a = comm.all_to_all %x split 0 concat 0 : (tensor<16777216xf32>) -> tensor<16777216xf32>
+    %r = comm.allreduce %x : (tensor<16777216xf32>) -> tensor<16777216xf32>
+    %q = comm.allreduce %s : (tensor<1048576xf32>) -> tensor<1048576xf32>
+    func.return
+  }
+}
+"""
+S64 = 67108864
+
+
+def _multinode_ops() -> list:
+    return list(parse(MULTINODE).body.block.first_op.body.block.ops)[:3]
+
+
+def test_h100_devices_network_fields() -> None:
+    assert (H100.gpus_per_node, H100.internode_gbps_per_gpu, H100.internode_latency_us) == (
+        8, 400.0, 15.0
+    )
+    assert get_device("a100").internode_gbps_per_gpu == 200.0
+    assert get_device("v100").internode_gbps_per_gpu == 12.5
+    assert get_device("gb200").gpus_per_node == 72
+    assert H100.min_kernel_us == 2.0
+
+
+def test_h100_multinode_all_to_all_and_allreduce_hand_computed() -> None:
+    a2a, ar, small = _multinode_ops()
+    model = CostModel.build(CostConfig())
+    # 8 ranks: the XLA rows as before (64 MiB: all-to-all 218.72 us, all-reduce 379.808 us)
+    assert model.op_time_us(a2a) == 218.72
+    assert model.op_time_us(ar) == 379.808
+    assert model.notes == []
+    # network: 400 Gb/s per GPU x 0.8 = 40e9 B/s = 40000 B/us, latency 15 us.
+    # all-to-all on 16 ranks (2 nodes): half of the 64 MiB leaves the node through each NIC
+    assert model.op_time_us(a2a, world_size=16) == pytest.approx(15 + S64 / 2 / 40000)  # 853.86
+    # 32 ranks (4 nodes): 24/32 of it
+    assert model.op_time_us(a2a, world_size=32) == pytest.approx(15 + S64 * 0.75 / 40000)
+    # ring all-reduce on 16 ranks: 2*15/16 x 64 MiB leaves each node over its 8 NICs:
+    # 15 + 15728640 / 40000 = 408.216 us, above the 8-rank table's 379.808 us
+    assert model.op_time_us(ar, world_size=16) == pytest.approx(15 + S64 * 2 * 15 / 16 / 8 / 40000)
+    assert model.op_time_us(ar, world_size=32) == pytest.approx(15 + S64 * 2 * 31 / 32 / 8 / 40000)
+    # 4 MiB all-reduce on 16 ranks: network 15 + 24.576 us < 8-rank table 68.672 us
+    assert model.op_time_us(small, world_size=16) == 68.672
+    assert model.notes == [
+        f"{kind}: group size {g} spans {g // 8} nodes of 8 GPUs; used the larger of the "
+        "intra-node measured table at group size 8 and the inter-node alpha-beta model "
+        "(400 Gb/s per GPU x 0.8 efficiency, latency 15 us)"
+        for kind, g in (("all_to_all", 16), ("all_to_all", 32), ("allreduce", 16),
+                        ("allreduce", 32))
+    ]
+
+
+def test_a100_multinode_allreduce_hand_computed() -> None:
+    _, _, small = _multinode_ops()
+    model = CostModel.build(CostConfig(device="a100", world_size=16))
+    # NVLink alpha-beta on 8 ranks: 20 + 4 MiB * 1.75 / 240 GB/s = 50.58 us; network:
+    # 200 Gb/s x 0.8 = 20000 B/us: 15 + 4 MiB * 2*15/16/8 / 20000 = 64.152 us
+    assert model.op_time_us(small) == pytest.approx(15 + 4194304 * 2 * 15 / 16 / 8 / 20000)
+    assert "intra-node alpha-beta at group size 8" in model.notes[0]
+
+
+def test_gb200_nvl72_stays_within_its_nvlink_domain() -> None:
+    a2a, _, _ = _multinode_ops()
+    model = CostModel.build(CostConfig(device="gb200", world_size=32))
+    table = CostModel.build(CostConfig(device="gb200")).comm.curves[("all_to_all", 32)]
+    assert model.op_time_us(a2a) == table(S64)  # measured at 32 ranks, one NVL72 domain
+    assert model.notes == []
+
+
+def test_user_table_measured_at_16_ranks_beats_the_network_model(tmp_path: Path) -> None:
+    table = tmp_path / "a2a16.csv"
+    table.write_text("kind,group_size,bytes,time_us\nall_to_all,16,67108864,1500\n")
+    a2a, _, _ = _multinode_ops()
+    model = CostModel.build(CostConfig(comm_tables=(str(table),), world_size=16))
+    assert model.op_time_us(a2a) == 1500.0
+    assert model.op_time_us(a2a, world_size=8) == 218.72  # the shipped 8-rank rows remain
+    assert model.notes == []
+
+
+# ---- launch floor --------------------------------------------------------------------------------
+FLOOR = """
+builtin.module {
+  func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<0xf32>) {
+    %s = comp.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %p = comp.mul %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %t = comp.sub %a, %b {lancet.time_us = 0.25 : f64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %r = comp.reshape %a {shape = array<i64: 2, 2>} : (tensor<4xf32>) -> tensor<2x2xf32>
+    %x = comp.transpose %r {perm = array<i64: 1, 0>} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %e = "my.free"(%a) {lancet.flops = 0 : i64, lancet.bytes = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    func.return
+  }
+}
+"""
+
+
+def test_launch_floor_applies_to_estimates_only(tmp_path: Path) -> None:
+    graph = DataflowGraph.from_block(parse(FLOOR).body.block.first_op.body.block)
+    add_estimate = 3 * 16 / (3.35e12 * 0.8) * 1e6  # 2 inputs + 1 output of 16 bytes
+    assert add_estimate < 0.001
+    db = ProfileDB({op_key(graph.ops[1]): ProfileEntry(0.5)}, {"device": "h100"})
+    db.save(tmp_path / "p.json")
+    model = CostModel.build(CostConfig(profiles=(str(tmp_path / "p.json"),)))
+    times = model.graph_times(graph)
+    assert times[0] == 2.0  # tiny add: roofline estimate raised to min_kernel_us
+    assert times[1] == 0.5  # profiled: a measurement is never floored
+    assert times[2] == 0.25  # explicit lancet.time_us: never floored
+    assert times[3] == pytest.approx(2 * 16 / (3.35e12 * 0.8) * 1e6)  # reshape: a view on GPUs
+    assert times[4] == 2.0  # transpose: a real copy kernel on GPUs
+    assert times[5] == 0.0  # 0 FLOPs and 0 bytes: nothing runs
 
 
 # ---- the driver ----------------------------------------------------------------------------------
