@@ -61,7 +61,7 @@ def main() -> None:
              "--report", str(report), *extra])
         reports[label] = json.loads(report.read_text())
     check = run(["lancet-run", "--compare", str(model), str(OUT / "schedule1.mlir"), "--ranks", "8"])
-    console.print(check.stdout.strip().splitlines()[-1] if check.stdout.strip() else "same values")
+    console.print(check.stdout.rstrip())
 
     base = reports["program order"]["makespan_us"]
     table = Table(title="One training iteration, H100 cost model, 8 ranks (simulated)")

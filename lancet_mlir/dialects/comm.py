@@ -414,9 +414,15 @@ def _check_scaled(
             f"{name}: dim {axis} of result #{n} ({outs[axis]}) is not a multiple/divisor of "
             f"operand dim ({ins[axis]})"
         )
-    if size is not None and big != small * size:
+    if size is not None and not grow and ins[axis] % size:
         raise VerifyException(
-            f"{name}: dim {axis} sizes {ins[axis]} -> {outs[axis]} do not match the group size {size}"
+            f"{name}: operand #{n} dim {axis} ({ins[axis]}) is not divisible by the group size {size}"
+        )
+    if size is not None and big != small * size:
+        expected = ins[axis] * size if grow else ins[axis] // size
+        raise VerifyException(
+            f"{name}: dim {axis} of result #{n} is {outs[axis]}, expected {expected} "
+            f"(operand dim {ins[axis]}, group size {size})"
         )
 
 

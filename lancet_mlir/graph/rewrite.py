@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Attribute, Block, Operation
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 
@@ -63,6 +63,23 @@ def check_dominance(module: ModuleOp) -> None:
             raise ScheduleError(f"'{_name(op)}' uses {what} before its definition")
 
 
+# annotations that describe one op's own timing and are meaningless for a fused op
+_PER_OP_ATTRS = frozenset(
+    {"lancet.time_us", "lancet.start_us", "lancet.end_us", "lancet.stream", "lancet.part"}
+)
+
+
+def _common_attributes(members: Sequence[Operation]) -> dict[str, Attribute]:
+    """Discardable attributes every member carries with the same value (e.g. `lancet.role`),
+    except per-op timings."""
+    common = {
+        k: v for k, v in members[0].attributes.items() if k not in _PER_OP_ATTRS
+    }
+    for op in members[1:]:
+        common = {k: v for k, v in common.items() if op.attributes.get(k) == v}
+    return common
+
+
 def _name(op: Operation) -> str:
     if op.name == "builtin.unregistered":
         return op.op_name.data  # type: ignore[attr-defined]
@@ -83,6 +100,7 @@ def fuse_collectives(members: Sequence[Operation]) -> Operation:
     operands = [v for op in members for v in op.operands]
     result_types = [r.type for op in members for r in op.results]
     fused = type(first)(operands, result_types, properties=dict(first.properties))
+    fused.attributes.update(_common_attributes(members))
     block.insert_op_before(fused, last)
     results = iter(fused.results)
     for op in members:

@@ -26,7 +26,15 @@ def one_line(exc: BaseException) -> str:
         return type(exc).__name__
     # xDSL verifier messages put the diagnosis on the first line and the IR afterwards;
     # diagnostics printed with the IR come as "^^^^ message" lines.
-    for ln in lines:
-        if ln.startswith("^"):
-            return ln.lstrip("^-").strip()
+    for k, ln in enumerate(lines):
+        if not ln.startswith("^"):
+            continue
+        rest = ln.lstrip("^-").strip()
+        if rest:
+            return rest
+        if k + 1 < len(lines):  # carets alone on a line: the message is the next line
+            message = lines[k + 1]
+            if lines[0].startswith("Error parsing pass pipeline"):
+                return f"bad pass pipeline {lines[2]!r}: {message}" if len(lines) > 2 else message
+            return message
     return lines[0]

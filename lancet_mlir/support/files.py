@@ -21,11 +21,17 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     file is removed and `path` is left as it was.
     """
     target = os.fspath(path)
+    if os.path.islink(target) or (os.path.exists(target) and not os.path.isfile(target)):
+        # /dev/null, /dev/stdout, a FIFO or a symlink: renaming over it would replace the
+        # device or the link itself, so write through it
+        yield target
+        return
     folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
         raise UserError(f"{target}: folder does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the umask
     try:
         yield tmp
         os.replace(tmp, target)
@@ -33,6 +39,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:

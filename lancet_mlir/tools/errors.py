@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from xdsl.utils.exceptions import ArgSpecParseError
+
 from lancet_mlir.support.errors import UserError, one_line
 
-__all__ = ["UserError", "fail", "one_line", "run_cli"]
+__all__ = ["ArgumentParser", "UserError", "fail", "one_line", "run_cli"]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors become UserError: one line via run_cli, exit code 1."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
 
 
 def fail(tool: str, message: str, code: int = 1) -> NoReturn:
@@ -28,7 +38,7 @@ def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
         fail(tool, "interrupted", 130)
     except BrokenPipeError:
         raise SystemExit(0) from None
-    except Exception as exc:  # noqa: BLE001 - the one place that turns errors into a line
+    except (Exception, ArgSpecParseError) as exc:  # noqa: BLE001 - the one place that turns errors into a line
         if __debug__ and _debug_enabled():
             raise
         fail(tool, one_line(exc))

@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from lancet_mlir.models.gpt2_moe import (
     DTYPES,
@@ -28,16 +27,9 @@ from lancet_mlir.models.gpt2_moe import (
     build_gpt2_moe,
     param_specs,
 )
-from lancet_mlir.tools.errors import UserError, run_cli
+from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
 
 TOOL = "lancet-model"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as UserError (one line, exit 1)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UserError(message)
 
 
 def _positive(text: str) -> int:
@@ -51,8 +43,8 @@ def _positive(text: str) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=TOOL, description="Generate training-iteration graphs as MLIR.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = ArgumentParser(prog=TOOL, description="Generate training-iteration graphs as MLIR.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     d = GPT2MoEConfig()
     g = sub.add_parser("gpt2-moe", help="GPT-2-style MoE transformer (one rank)")
     g.add_argument("--layers", type=_positive, default=d.layers)

@@ -19,7 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lancet_mlir.tools.errors import UserError, run_cli
+from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
 
 TOOL = "lancet-profile"
 
@@ -44,17 +44,10 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors become UserError (one line via run_cli, exit code 1)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = _Parser(prog=TOOL, description="Measure, convert and inspect lancet-mlir profiles.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = ArgumentParser(prog=TOOL, description="Measure, convert and inspect lancet-mlir profiles.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     p = sub.add_parser("measure", help="measure every op of a module (numpy or CUDA back-end)")
     p.add_argument("module", metavar="module.mlir")

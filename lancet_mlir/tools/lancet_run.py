@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lancet_mlir.tools.errors import UserError, run_cli
+from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
 
 TOOL = "lancet-run"
 
@@ -42,7 +42,7 @@ def _non_negative_float(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of lancet-run."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=TOOL, description="Execute a lancet-mlir module with numpy (optionally on MPI)."
     )
     p.add_argument("module", nargs="?", help="MLIR file to run ('-' reads stdin)")

@@ -42,6 +42,8 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="override the module's lancet.world_size")
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
                        help="compute slowdown while communication runs (default 1.0)")
+    group.add_argument("--comm-streams", type=_positive_int, default=None, metavar="N",
+                       help="communication streams of the simulator (default 1, as in Lancet)")
     group.add_argument("--timeline", default=None, metavar="FILE",
                        help="write a Chrome/Perfetto trace of the simulated final schedule")
     group.add_argument("--report", default=None, metavar="FILE",
@@ -127,7 +129,8 @@ def _configure_simulator(args: argparse.Namespace) -> None:
     from lancet_mlir.sim.options import set_default_sim_options
 
     set_default_sim_options(
-        overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None))
+        num_comm_streams=getattr(args, "comm_streams", None),
+        overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None)),
     )
 
 

@@ -32,7 +32,13 @@
 
 %x = "test.op"() : () -> tensor<6xf32>
 %s = comm.reduce_scatter %x group <[[0, 1, 2, 3]]> : (tensor<6xf32>) -> tensor<2xf32>
-// CHECK: comm.reduce_scatter: dim 0 sizes 6 -> 2 do not match the group size 4
+// CHECK: comm.reduce_scatter: operand #0 dim 0 (6) is not divisible by the group size 4
+
+// -----
+
+%x = "test.op"() : () -> tensor<4xf32>
+%g = comm.allgather %x group <[[0, 1, 2, 3]]> : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK: comm.allgather: dim 0 of result #0 is 4, expected 16 (operand dim 4, group size 4)
 
 // -----
 

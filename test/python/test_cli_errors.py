@@ -55,6 +55,12 @@ CASES = {
         "'test.op' uses a result of 'test.op' (%x) before its definition",
     ),
     "bad_world_size": (GOOD, ["--world-size", "0"], "--world-size: must be >= 1"),
+    "bad_pipeline_syntax": (
+        GOOD,
+        ["-p", "comm-bucket-fusion{bucket-bytes=8192, kinds=allreduce}"],
+        "bad pass pipeline 'comm-bucket-fusion{bucket-bytes=8192, kinds=allreduce}': "
+        "Unknown argument value",
+    ),
 }
 
 
@@ -101,3 +107,41 @@ def test_output_file_written_only_on_success(tmp_path: Path) -> None:
     res = run_tool(["lancet-opt", str(src), "--data-parallel-schedule", "-o", str(out)])
     assert res.returncode == 0, res.stderr
     assert "comm.allreduce %x" in out.read_text()
+
+
+def test_output_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    # /dev/null and /dev/stdout are links or devices: renaming a temp file over them would
+    # replace them, so outputs are written through such paths instead
+    src = tmp_path / "good.mlir"
+    src.write_text(GOOD)
+    real = tmp_path / "real.mlir"
+    link = tmp_path / "link.mlir"
+    link.symlink_to(real)
+    res = run_tool(["lancet-opt", str(src), "-o", str(link), "--report", "/dev/null"])
+    assert res.returncode == 0, res.stderr
+    assert link.is_symlink()
+    assert "comm.allreduce %x" in real.read_text()
+    assert Path("/dev/null").is_char_device()
+
+
+def test_outputs_follow_the_umask(tmp_path: Path) -> None:
+    import os
+
+    src = tmp_path / "good.mlir"
+    src.write_text(GOOD)
+    out = tmp_path / "out.mlir"
+    old = os.umask(0o022)
+    try:
+        res = run_tool(["lancet-opt", str(src), "-o", str(out)])
+    finally:
+        os.umask(old)
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("tool", ["lancet-run", "lancet-model", "lancet-profile"])
+def test_bad_flags_of_every_tool_give_one_line(tool: str) -> None:
+    res = run_tool([tool, "--no-such-flag"])
+    assert res.returncode == 1
+    assert res.stderr.count("error:") == 1, res.stderr
+    assert "Traceback" not in res.stderr

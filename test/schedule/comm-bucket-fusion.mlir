@@ -76,3 +76,14 @@ func.func @gathers(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<64xf32>, t
 // BIG-NEXT:    %b = comm.allgather %y
 // GATHER-LABEL: func.func @gathers
 // GATHER-NEXT:    %{{.*}}, %{{.*}} = comm.allgather %x, %y group <{{\[\[}}0, 1, 2, 3]]> : (tensor<16xf32>, tensor<16xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+
+// -----
+
+// The fused op keeps the annotations all its members share (lancet.role), not per-op timings.
+func.func @annotations(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %a = comm.allreduce %x {lancet.role = "dw", lancet.time_us = 3.0 : f64, tag = 1 : i64} : (tensor<16xf32>) -> tensor<16xf32>
+  %b = comm.allreduce %y {lancet.role = "dw", lancet.time_us = 4.0 : f64, tag = 2 : i64} : (tensor<16xf32>) -> tensor<16xf32>
+  func.return %a, %b : tensor<16xf32>, tensor<16xf32>
+}
+// BIG-LABEL: func.func @annotations
+// BIG-NEXT:    %a, %b = comm.allreduce %x, %y {lancet.role = "dw"} : (tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
