@@ -14,14 +14,12 @@ import argparse
 import io
 import json
 import sys
-import time
 from pathlib import Path
 
-from xdsl.context import Context
+from bench_common import comm_context, timed  # noqa: E402 - next to this script
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from lancet_mlir.dialects.comm import Comm
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes.comm_bucket_fusion import CommBucketFusionPass
 from lancet_mlir.passes.data_parallel_schedule import DataParallelSchedulePass
@@ -45,39 +43,22 @@ def make_module(n_ops: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ctx() -> Context:
-    from xdsl.dialects.builtin import Builtin
-    from xdsl.dialects.func import Func
-    from xdsl.dialects.test import Test
-
-    ctx = Context()
-    for dialect in (Builtin, Func, Test, Comm):
-        ctx.load_dialect(dialect)
-    return ctx
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - start
-
-
 def measure(n_ops: int) -> dict[str, float]:
     """Time parse, verify, dominance check, each pass and print on an n_ops module."""
     text = make_module(n_ops)
-    ctx = _ctx()
-    module, parse_s = _timed(lambda: Parser(ctx, text, "bench.mlir").parse_module())
-    _, verify_s = _timed(module.verify)
-    _, dominance_s = _timed(lambda: check_dominance(module))
+    ctx = comm_context()
+    module, parse_s = timed(lambda: Parser(ctx, text, "bench.mlir").parse_module())
+    _, verify_s = timed(module.verify)
+    _, dominance_s = timed(lambda: check_dominance(module))
 
     def print_module() -> str:
         buf = io.StringIO()
         Printer(stream=buf).print_op(module)
         return buf.getvalue()
 
-    _, print_s = _timed(print_module)
-    _, schedule_s = _timed(lambda: DataParallelSchedulePass().apply(ctx, module))
-    _, fusion_s = _timed(lambda: CommBucketFusionPass(bucket_bytes=4096).apply(ctx, module))
+    _, print_s = timed(print_module)
+    _, schedule_s = timed(lambda: DataParallelSchedulePass().apply(ctx, module))
+    _, fusion_s = timed(lambda: CommBucketFusionPass(bucket_bytes=4096).apply(ctx, module))
     base = parse_s + print_s
     return {
         "ops": n_ops,

@@ -21,10 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from xdsl.context import Context
+from bench_common import comm_context, timed  # noqa: E402 - next to this script
 from xdsl.parser import Parser
 
-from lancet_mlir.dialects.comm import Comm
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.passes.lancet_schedule import profiled_fifo_schedule
 from lancet_mlir.profile.cost_model import active_cost_model
@@ -54,37 +53,20 @@ def make_module(n_ops: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ctx() -> Context:
-    from xdsl.dialects.builtin import Builtin
-    from xdsl.dialects.func import Func
-    from xdsl.dialects.test import Test
-
-    ctx = Context()
-    for dialect in (Builtin, Func, Test, Comm):
-        ctx.load_dialect(dialect)
-    return ctx
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - start
-
-
 def measure(n_ops: int) -> dict[str, float]:
     """Time parsing and every simulation step on an n_ops module."""
     text = make_module(n_ops)
-    module, parse_s = _timed(lambda: Parser(_ctx(), text, "bench.mlir").parse_module())
+    module, parse_s = timed(lambda: Parser(comm_context(), text, "bench.mlir").parse_module())
     block = module.body.block.first_op.body.block
-    graph, graph_s = _timed(lambda: DataflowGraph.from_block(block))
-    durations, durations_s = _timed(lambda: active_cost_model().graph_times(graph))
-    fixed, fixed_s = _timed(lambda: evaluate_fixed_order(graph, durations))
-    _, slow_s = _timed(lambda: evaluate_fixed_order(graph, durations, overlap_slowdown=1.5))
-    listed, list_s = _timed(lambda: list_schedule(graph, durations))
-    _, order_s = _timed(lambda: listed.order)
-    summary, summarize_s = _timed(lambda: summarize(graph, durations, fixed))
-    _, trace_s = _timed(lambda: json.dumps(chrome_trace(graph, durations, fixed)))
-    decision, decision_s = _timed(lambda: profiled_fifo_schedule(graph, durations))
+    graph, graph_s = timed(lambda: DataflowGraph.from_block(block))
+    durations, durations_s = timed(lambda: active_cost_model().graph_times(graph))
+    fixed, fixed_s = timed(lambda: evaluate_fixed_order(graph, durations))
+    _, slow_s = timed(lambda: evaluate_fixed_order(graph, durations, overlap_slowdown=1.5))
+    listed, list_s = timed(lambda: list_schedule(graph, durations))
+    _, order_s = timed(lambda: listed.order)
+    summary, summarize_s = timed(lambda: summarize(graph, durations, fixed))
+    _, trace_s = timed(lambda: json.dumps(chrome_trace(graph, durations, fixed)))
+    decision, decision_s = timed(lambda: profiled_fifo_schedule(graph, durations))
     return {
         "ops": len(graph),
         "parse_s": parse_s,

@@ -22,13 +22,11 @@ Comm tables: the device's shipped table, where `--comm-table` files override it 
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
@@ -39,7 +37,7 @@ from lancet_mlir.profile.devices import Device, get_device
 from lancet_mlir.profile.fileio import data_path
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
-from lancet_mlir.profile.roofline import op_roofline_us
+from lancet_mlir.profile.roofline import numeric_attr, op_roofline_us
 from lancet_mlir.support.errors import UserError
 
 TIME_ATTR = "lancet.time_us"
@@ -74,14 +72,7 @@ class CostConfig:
 
 def explicit_time_us(op: Operation) -> float | None:
     """The op's `lancet.time_us` attribute, validated, or None."""
-    attr = op.attributes.get(TIME_ATTR)
-    if attr is None:
-        return None
-    if isinstance(attr, IntegerAttr | FloatAttr):
-        value = float(attr.value.data)
-        if math.isfinite(value) and value >= 0:
-            return value
-    raise UserError(f"{op_display_name(op)}: {TIME_ATTR} must be a finite number >= 0, got {attr}")
+    return numeric_attr(op, TIME_ATTR)
 
 
 def _comm_model(cfg: CostConfig, device: Device, notes: list[str]) -> CommModel:

@@ -193,7 +193,8 @@ def op_dtype(op: Operation) -> str:
     return "f32"
 
 
-def _numeric_attr(op: Operation, name: str) -> float | None:
+def numeric_attr(op: Operation, name: str) -> float | None:
+    """A finite, non-negative number attribute of `op` (None if absent; UserError if bad)."""
     attr = op.attributes.get(name)
     if attr is None:
         return None
@@ -225,8 +226,8 @@ def _kernel_flops_bytes() -> Callable[[Operation], tuple[float, float] | None] |
 def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
     """FLOPs and bytes of `op` from `lancet.flops`/`lancet.bytes`, else the kernel registry;
     None when nothing knows the op."""
-    flops = _numeric_attr(op, FLOPS_ATTR)
-    nbytes = _numeric_attr(op, BYTES_ATTR)
+    flops = numeric_attr(op, FLOPS_ATTR)
+    nbytes = numeric_attr(op, BYTES_ATTR)
     if flops is not None or nbytes is not None:
         return (flops or 0.0, float(_io_bytes(op)) if nbytes is None else nbytes)
     counter = _kernel_flops_bytes()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -11,14 +10,7 @@ from xdsl.utils.exceptions import ArgSpecParseError
 
 from lancet_mlir.support.errors import UserError, one_line
 
-__all__ = ["ArgumentParser", "UserError", "fail", "one_line", "run_cli"]
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose usage errors become UserError: one line via run_cli, exit code 1."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UserError(message)
+__all__ = ["UserError", "fail", "one_line", "run_cli"]
 
 
 def fail(tool: str, message: str, code: int = 1) -> NoReturn:

@@ -27,19 +27,10 @@ from lancet_mlir.models.gpt2_moe import (
     build_gpt2_moe,
     param_specs,
 )
-from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
+from lancet_mlir.tools.cli import ArgumentParser, positive_int
+from lancet_mlir.tools.errors import UserError, run_cli
 
 TOOL = "lancet-model"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -47,25 +38,25 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     d = GPT2MoEConfig()
     g = sub.add_parser("gpt2-moe", help="GPT-2-style MoE transformer (one rank)")
-    g.add_argument("--layers", type=_positive, default=d.layers)
-    g.add_argument("--hidden", type=_positive, default=d.hidden)
-    g.add_argument("--heads", type=_positive, default=d.heads)
-    g.add_argument("--seq", type=_positive, default=d.seq)
-    g.add_argument("--batch", type=_positive, default=d.batch, help="micro-batch per rank")
-    g.add_argument("--world-size", type=_positive, default=d.world_size)
-    g.add_argument("--experts-per-rank", type=_positive, default=d.experts_per_rank)
+    g.add_argument("--layers", type=positive_int, default=d.layers)
+    g.add_argument("--hidden", type=positive_int, default=d.hidden)
+    g.add_argument("--heads", type=positive_int, default=d.heads)
+    g.add_argument("--seq", type=positive_int, default=d.seq)
+    g.add_argument("--batch", type=positive_int, default=d.batch, help="micro-batch per rank")
+    g.add_argument("--world-size", type=positive_int, default=d.world_size)
+    g.add_argument("--experts-per-rank", type=positive_int, default=d.experts_per_rank)
     g.add_argument("--gate", choices=GATES, default=d.gate)
     g.add_argument("--moe-every", type=int, default=d.moe_every,
                    help="layer i is MoE iff i %% k == k-1 (0: no MoE layer)")  # fmt: skip
     g.add_argument("--capacity-factor", type=float, default=d.capacity_factor)
-    g.add_argument("--vocab", type=_positive, default=d.vocab)
+    g.add_argument("--vocab", type=positive_int, default=d.vocab)
     g.add_argument("--dtype", choices=DTYPES, default=d.dtype)
     g.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
-    g.add_argument("--ffn-mult", type=_positive, default=d.ffn_mult)
+    g.add_argument("--ffn-mult", type=positive_int, default=d.ffn_mult)
     g.add_argument("-o", "--output", help="output file (default: stdout)")
     p = sub.add_parser("preset", help="one of Lancet's paper configurations")
     p.add_argument("name", help="preset name (see `lancet-model list`)")
-    p.add_argument("--world-size", type=_positive, default=None)
+    p.add_argument("--world-size", type=positive_int, default=None)
     p.add_argument("-o", "--output", help="output file (default: stdout)")
     sub.add_parser("list", help="list the presets")
     return parser

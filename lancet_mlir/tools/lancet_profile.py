@@ -19,29 +19,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
+from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_int
+from lancet_mlir.tools.errors import UserError, run_cli
 
 TOOL = "lancet-profile"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,12 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="profile JSON to write (default: stdout)")
-    p.add_argument("--warmup", type=_non_negative_int, default=5,
+    p.add_argument("--warmup", type=non_negative_int, default=5,
                    help="unmeasured warm-up runs per op (default 5)")
-    p.add_argument("--iters", type=_positive_int, default=20,
+    p.add_argument("--iters", type=positive_int, default=20,
                    help="measured runs per op (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--world-size", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="override the module's lancet.world_size")
 
     p = sub.add_parser("sync", help="average profiles over MPI ranks (run under mpiexec)")
@@ -71,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logs", nargs="+", metavar="LOG")
     p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
     p.add_argument("--kind", default=None, help="collective kind (default: from the log)")
-    p.add_argument("--group-size", type=_positive_int, default=None,
+    p.add_argument("--group-size", type=positive_int, default=None,
                    help="ranks per collective (default: from the log's '#  Rank' lines)")
 
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
@@ -82,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
     p.add_argument("input", metavar="FILE.csv")
     p.add_argument("--kind", required=True, help="collective kind, e.g. all_to_all")
-    p.add_argument("--group-size", type=_positive_int, required=True)
+    p.add_argument("--group-size", type=positive_int, required=True)
     p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
 
     p = sub.add_parser("from-xla", help="comm table CSV from XLA's collective perf table")
@@ -99,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", metavar="FILE")
     p.add_argument("--sort", choices=("key", "mean"), default="key",
                    help="profile entry order (default: key)")
-    p.add_argument("--limit", type=_positive_int, default=None, help="show at most N rows")
+    p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
 
     p = sub.add_parser("merge", help="merge profiles (count-weighted means)")
     p.add_argument("inputs", nargs="+", metavar="FILE")

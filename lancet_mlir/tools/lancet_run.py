@@ -21,23 +21,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lancet_mlir.tools.errors import ArgumentParser, UserError, run_cli
+from lancet_mlir.tools.cli import ArgumentParser, non_negative_float, positive_int
+from lancet_mlir.tools.errors import UserError, run_cli
 
 TOOL = "lancet-run"
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("module", nargs="?", help="MLIR file to run ('-' reads stdin)")
     p.add_argument("--func", default=None, metavar="NAME",
                    help="function to run (default: the only/first public one)")
-    p.add_argument("--ranks", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--ranks", type=positive_int, default=None, metavar="N",
                    help="simulate N ranks in this process (default 1; under mpiexec: the MPI size)")
     p.add_argument("--seed", type=int, default=0, help="seed of the deterministic inputs (default 0)")
     p.add_argument("--inputs", default=None, metavar="IN.npz",
@@ -57,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write every rank's results (keys rank<r>/<result index>)")
     p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
                    help="run two modules on the same inputs and compare their outputs")
-    p.add_argument("--rtol", type=_non_negative_float, default=1e-4,
+    p.add_argument("--rtol", type=non_negative_float, default=1e-4,
                    help="relative tolerance of --compare (default 1e-4)")
-    p.add_argument("--atol", type=_non_negative_float, default=1e-5,
+    p.add_argument("--atol", type=non_negative_float, default=1e-5,
                    help="absolute tolerance of --compare (default 1e-5)")
     return p
 

@@ -16,18 +16,12 @@ from typing import TYPE_CHECKING
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from lancet_mlir.tools.cli import positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
     from lancet_mlir.passes.simulate import BlockResult
     from lancet_mlir.profile.cost_model import CostModel
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def register_arguments(group: argparse._ArgumentGroup) -> None:
@@ -38,11 +32,11 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="measured collective times (CSV); repeatable")
     group.add_argument("--device", default=None, metavar="NAME",
                        help="device spec for the roofline model and default comm table (default h100)")
-    group.add_argument("--world-size", type=_positive_int, default=None, metavar="N",
+    group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                        help="override the module's lancet.world_size")
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
                        help="compute slowdown while communication runs (default 1.0)")
-    group.add_argument("--comm-streams", type=_positive_int, default=None, metavar="N",
+    group.add_argument("--comm-streams", type=positive_int, default=None, metavar="N",
                        help="communication streams of the simulator (default 1, as in Lancet)")
     group.add_argument("--timeline", default=None, metavar="FILE",
                        help="write a Chrome/Perfetto trace of the simulated final schedule")

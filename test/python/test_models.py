@@ -346,7 +346,7 @@ def test_cli_list(capsys) -> None:
     [
         (["preset", "nope"], "unknown preset 'nope'"),
         (["gpt2-moe", "--heads", "5"], "heads (5) must divide hidden (768)"),
-        (["gpt2-moe", "--layers", "0"], "expected an integer >= 1, got 0"),
+        (["gpt2-moe", "--layers", "0"], "argument --layers: must be >= 1, got 0"),
         (["gpt2-moe", "--gate", "top3"], "invalid choice: 'top3'"),
     ],
 )

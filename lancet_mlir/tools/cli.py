@@ -1,0 +1,39 @@
+"""Command-line plumbing shared by the tools: an argparse with one-line errors and argument types."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import NoReturn
+
+from lancet_mlir.support.errors import UserError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors become UserError: one line via run_cli, exit code 1."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
+
+
+def _bounded(convert: Callable[[str], float], low: float, what: str) -> Callable[[str], float]:
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low:g}, got {text}")
+        return value
+
+    parse.__name__ = f"{what.replace(' ', '_')}_at_least_{low:g}"
+    return parse
+
+
+positive_int = _bounded(int, 1, "an integer")
+"""argparse type: an integer >= 1."""
+non_negative_int = _bounded(int, 0, "an integer")
+"""argparse type: an integer >= 0."""
+non_negative_float = _bounded(float, 0.0, "a number")
+"""argparse type: a finite number >= 0."""
