@@ -134,8 +134,10 @@ class GPT2MoEConfig:
             )
         if self.moe_every < 0:
             raise UserError(f"gpt2-moe: moe_every must be >= 0, got {self.moe_every}")
-        if not self.capacity_factor > 0:
-            raise UserError(f"gpt2-moe: capacity_factor must be > 0, got {self.capacity_factor}")
+        if not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
+            raise UserError(
+                f"gpt2-moe: capacity_factor must be a finite number > 0, got {self.capacity_factor}"
+            )
         if self.gate == "top2" and self.num_experts < 2:
             raise UserError("gpt2-moe: the top2 gate needs at least 2 experts")
 

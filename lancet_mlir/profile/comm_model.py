@@ -8,9 +8,12 @@ Fitting a table (`PiecewiseLinear.fit`):
    non-monotone (XLA's H100 all-to-all takes 96.9 µs at 1 KiB and 23.7 µs at 64 KiB); a
    running max would let one slow outlier inflate every larger size, isotonic regression
    averages the noisy plateau instead, and bigger messages never cost less;
-3. evaluation is piecewise-linear between samples, extrapolates linearly with the first/last
-   segment's slope below/above the table, and is clamped at >= 0 (this fixes Lancet's
-   interpolator, lancet-algorithms.md §4.5: wrong segment, out-of-range reads, one sample).
+3. evaluation is piecewise-linear between samples, extrapolates linearly with the first
+   segment's slope below the table and the last rising segment's slope above it, and is
+   clamped at >= 0 (this fixes Lancet's interpolator, lancet-algorithms.md §4.5: wrong
+   segment, out-of-range reads, one sample). A `CommModel` given the GPU's link bandwidth
+   also never lets time above a table grow slower than that bandwidth allows (a table of
+   small messages only is flat, all latency).
 A table with a single size costs `t0` at or below that size (a latency floor: smaller messages
 are not assumed faster than the one measured) and `t0 * bytes / bytes0` above it (bandwidth
 bound: time proportional to size).
@@ -107,14 +110,28 @@ class PiecewiseLinear:
         return cls(tuple(xs), tuple(ys))
 
     def __call__(self, x: float) -> float:
-        """Evaluate: interpolation inside, linear extrapolation outside, clamped at >= 0."""
+        """Evaluate: interpolation inside, linear extrapolation outside, clamped at >= 0.
+
+        Above the last sample the slope is that of the last *rising* segment: isotonic
+        pooling often leaves a flat tail (a noisy last sample pooled with its neighbour), and
+        a flat extrapolation would make every larger message or matmul cost the same."""
         xs, ys = self.xs, self.ys
         if len(xs) == 1:
             x0, y0 = xs[0], ys[0]
             return y0 if x <= x0 or x0 <= 0 else y0 * x / x0
+        if x > xs[-1]:
+            return ys[-1] + self.top_slope() * (x - xs[-1])
         i = min(max(bisect.bisect_right(xs, x) - 1, 0), len(xs) - 2)
         slope = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
         return max(0.0, ys[i] + slope * (x - xs[i]))
+
+    def top_slope(self) -> float:
+        """Slope of the last segment with a positive slope (0 for a flat or 1-point curve)."""
+        xs, ys = self.xs, self.ys
+        for i in range(len(xs) - 2, -1, -1):
+            if ys[i + 1] > ys[i]:
+                return (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
+        return 0.0
 
 
 # ---- alpha-beta --------------------------------------------------------------------------------
@@ -275,15 +292,20 @@ class CommModel:
         alpha_beta: AlphaBeta,
         label: str = "",
         internode: InterNode | None = None,
+        link_bytes_per_s: float | None = None,
     ):
         self.curves = dict(curves)
         self.alpha_beta = alpha_beta
         self.label = label
         self.internode = internode  # None: every group is costed as if within one node
+        # the GPU's link bandwidth (NVLink): above a table's largest size no collective moves
+        # its bus bytes faster than this (None: no such floor)
+        self.link_bytes_per_s = link_bytes_per_s
         self._sizes: dict[str, list[int]] = {}
         for kind, g in sorted(self.curves):
             self._sizes.setdefault(kind, []).append(g)
         self._notes: dict[str, None] = {}  # insertion-ordered set
+        self.used: dict[tuple[str, int], None] = {}  # curves evaluated so far, first use first
 
     @classmethod
     def from_table(
@@ -292,9 +314,10 @@ class CommModel:
         alpha_beta: AlphaBeta,
         label: str = "",
         internode: InterNode | None = None,
+        link_bytes_per_s: float | None = None,
     ) -> CommModel:
         """Fit `table` and build the model."""
-        return cls(table.fit(), alpha_beta, label, internode)
+        return cls(table.fit(), alpha_beta, label, internode, link_bytes_per_s)
 
     @property
     def notes(self) -> list[str]:
@@ -304,6 +327,29 @@ class CommModel:
     def note(self, text: str) -> None:
         """Record a note once."""
         self._notes.setdefault(text, None)
+
+    def _curve(self, kind: str, group_size: int, nbytes: float) -> float:
+        """Evaluate the curve of (kind, group size), remembering that it was used.
+
+        Above the table's largest size the time grows at least at the link bandwidth: a
+        table measured on small messages only (flat: latency) would otherwise cost any
+        larger message like its largest one."""
+        self.used.setdefault((kind, group_size), None)
+        curve = self.curves[(kind, group_size)]
+        t = curve(nbytes)
+        top = curve.xs[-1]
+        if self.link_bytes_per_s is None or nbytes <= top:
+            return t
+        per_byte = bus_factor(kind, group_size) / self.link_bytes_per_s * 1e6
+        floor = curve(top) + (nbytes - top) * per_byte
+        if floor <= t:
+            return t
+        self.note(
+            f"{kind}: group size {group_size}: payloads above the table's largest size "
+            f"({top:.0f} bytes) grow slower than the link bandwidth allows; extrapolated at "
+            f"{self.link_bytes_per_s / 1e9:g} GB/s"
+        )
+        return floor
 
     def group_sizes(self, kind: str) -> list[int]:
         """Measured group sizes of `kind`, ascending."""
@@ -343,24 +389,24 @@ class CommModel:
                     f"{kind}: group size unknown (no groups, lancet.world_size or --world-size); "
                     f"used the largest measured group size {g}"
                 )
-            return self.curves[(kind, g)](nbytes)
+            return self._curve(kind, g, nbytes)
         if group_size in sizes:
-            return self.curves[(kind, group_size)](nbytes)
+            return self._curve(kind, group_size, nbytes)
         if group_size < sizes[0] or group_size > sizes[-1]:
             g = sizes[0] if group_size < sizes[0] else sizes[-1]
             self.note(
                 f"{kind}: group size {group_size} not measured; used the nearest measured "
                 f"group size {g}"
             )
-            return self.curves[(kind, g)](nbytes)
+            return self._curve(kind, g, nbytes)
         hi = bisect.bisect_right(sizes, group_size)
         g1, g2 = sizes[hi - 1], sizes[hi]
         self.note(
             f"{kind}: group size {group_size} not measured; interpolated between measured "
             f"group sizes {g1} and {g2}"
         )
-        t1 = self.curves[(kind, g1)](nbytes)
-        t2 = self.curves[(kind, g2)](nbytes)
+        t1 = self._curve(kind, g1, nbytes)
+        t2 = self._curve(kind, g2, nbytes)
         return t1 + (t2 - t1) * (group_size - g1) / (g2 - g1)
 
     # ---- groups spanning nodes -----------------------------------------------------------------
@@ -379,7 +425,7 @@ class CommModel:
         per_node = net.gpus_per_node
         intra_sizes = [g for g in self._sizes.get(kind, []) if g <= per_node]
         if intra_sizes:
-            intra = self.curves[(kind, intra_sizes[-1])](nbytes)
+            intra = self._curve(kind, intra_sizes[-1], nbytes)
             source = f"measured table at group size {intra_sizes[-1]}"
         else:
             intra = self.alpha_beta.time_us(kind, nbytes, per_node)

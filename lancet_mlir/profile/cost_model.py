@@ -17,7 +17,13 @@ Priority, first that applies:
 
 Comm tables: the device's shipped table, where `--comm-table` files override it per
 (kind, group size); several user files pool their samples. Several profiles are merged
-(count-weighted). Models are cached per CostConfig.
+(count-weighted). Models are cached per CostConfig and the size and modification time of its
+files, so a profile rewritten in the same process is read again.
+
+With profiles, the model records which distinct compute op keys it looked up and did not find
+(collectives are not counted: profiles normally hold compute ops only, comm tables cover the
+rest); `notes` then says how many of the compute keys the profiles covered, so a profile
+measured on another model (other shapes or dtype: no key matches) does not go unnoticed.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.profile.comm_loaders import load_comm_table
 from lancet_mlir.profile.comm_model import CommModel, CommTable
-from lancet_mlir.profile.devices import Device, get_device
+from lancet_mlir.profile.devices import Device, canonical_device_name, get_device
 from lancet_mlir.profile.fileio import data_path
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
@@ -75,8 +81,11 @@ def explicit_time_us(op: Operation) -> float | None:
     return numeric_attr(op, TIME_ATTR)
 
 
-def _comm_model(cfg: CostConfig, device: Device, notes: list[str]) -> CommModel:
-    """The device's default table overridden by the user's tables per (kind, group size)."""
+def _comm_model(
+    cfg: CostConfig, device: Device, notes: list[str]
+) -> tuple[CommModel, list[tuple[str, int]]]:
+    """The device's default table overridden by the user's tables per (kind, group size), and
+    the (kind, group size) pairs the user's tables hold."""
     table = CommTable()
     labels: list[str] = []
     if device.comm_table is not None:
@@ -93,19 +102,36 @@ def _comm_model(cfg: CostConfig, device: Device, notes: list[str]) -> CommModel:
         labels.append(os.path.basename(path))
     for key, rows in user.samples.items():
         table.samples[key] = list(rows)
-    return CommModel.from_table(table, device.alpha_beta, " + ".join(labels), device.internode())
+    model = CommModel.from_table(
+        table, device.alpha_beta, " + ".join(labels), device.internode(),
+        device.nvlink_bytes_per_s,
+    )
+    return model, user.keys()
 
 
 class CostModel:
     """Op times in µs from a CostConfig (see the module doc for the priority)."""
 
-    def __init__(self, config: CostConfig, device: Device, profile: ProfileDB, comm: CommModel):
+    def __init__(
+        self,
+        config: CostConfig,
+        device: Device,
+        profile: ProfileDB,
+        comm: CommModel,
+        user_comm_keys: Sequence[tuple[str, int]] = (),
+    ):
         self.config = config
         self.device = device
         self.profile = profile
         self.comm = comm
+        self.user_comm_keys = list(user_comm_keys)  # (kind, group size) of --comm-table files
+        self._collectives_costed = False
         self._notes: list[str] = []
         self._unknown: dict[str, int] = {}
+        # distinct compute op keys looked up in the profiles: found / not found (insertion
+        # ordered, so the example key in the note is the first one met)
+        self._profiled: dict[str, None] = {}
+        self._unprofiled: dict[str, None] = {}
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -119,30 +145,55 @@ class CostModel:
         for path in cfg.profiles:
             loaded = ProfileDB.load(path)
             measured = loaded.metadata.get("device")
-            if measured and str(measured).lower() != device.name:
+            if measured and canonical_device_name(str(measured)) != device.name:
                 notes.append(
                     f"{path}: measured on {measured}, costing for {device.name}: "
                     "profiled times are used as they are"
                 )
             profile.merge(loaded)
-        model = cls(cfg, device, profile, _comm_model(cfg, device, notes))
+        comm, user_keys = _comm_model(cfg, device, notes)
+        model = cls(cfg, device, profile, comm, user_keys)
         model._notes.extend(notes)
         return model
 
     @classmethod
     def from_config(cls, cfg: CostConfig) -> CostModel:
-        """The (cached) model of `cfg`."""
-        model = _MODELS.get(cfg)
-        if model is None:
-            model = cls.build(cfg)
-            _MODELS[cfg] = model
+        """The (cached) model of `cfg`; rebuilt when one of its files changed on disk."""
+        stamps = _file_stamps(cfg)
+        cached = _MODELS.get(cfg)
+        if cached is not None and cached[0] == stamps:
+            return cached[1]
+        model = cls.build(cfg)
+        _MODELS[cfg] = (stamps, model)
         return model
 
     # ---- queries -----------------------------------------------------------------------------
     @property
     def notes(self) -> list[str]:
-        """Decisions worth reporting (substituted group sizes, fallbacks, device mismatch)."""
-        return [*self._notes, *self.comm.notes]
+        """Decisions worth reporting (substituted group sizes, fallbacks, device mismatch,
+        compute op keys the profiles did not cover)."""
+        return [*self._notes, *self._coverage_notes(), *self.comm.notes]
+
+    def _coverage_notes(self) -> list[str]:
+        """What the user's files did not cover: compute keys missing from the profiles, and
+        comm-table (kind, group size) pairs no costed collective used."""
+        notes = []
+        missing = len(self._unprofiled)
+        if missing:
+            total = missing + len(self._profiled)
+            first = next(iter(self._unprofiled))
+            notes.append(
+                f"{', '.join(self.config.profiles)}: no entry for {missing} of the {total} "
+                f"distinct compute op key(s) costed (estimated instead), e.g. {first}"
+            )
+        unused = [k for k in self.user_comm_keys if k not in self.comm.used]
+        if unused and self._collectives_costed:
+            used = ", ".join(_pair(k) for k in self.comm.used) or "none (alpha-beta)"
+            notes.append(
+                f"{', '.join(self.config.comm_tables)}: {', '.join(_pair(k) for k in unused)} "
+                f"not used by any costed collective (tables used: {used})"
+            )
+        return notes
 
     def op_time_us(self, op: Operation, world_size: int | None = None) -> float:
         """Time of one op in µs (priority in the module doc)."""
@@ -160,11 +211,15 @@ class CostModel:
         explicit = explicit_time_us(op)
         if explicit is not None:
             return explicit
-        if self.profile.entries:
-            measured = self.profile.mean_us(op_key(op))
+        if self.config.profiles:  # also an empty profile: its coverage note says so
+            key = op_key(op)
+            measured = self.profile.mean_us(key)
+            if not isinstance(op, CollectiveOp) and op_display_name(op) not in ZERO_COST_OPS:
+                (self._unprofiled if measured is None else self._profiled).setdefault(key, None)
             if measured is not None:
                 return measured
         if isinstance(op, CollectiveOp):
+            self._collectives_costed = True
             return self.comm.time_us(op.KIND, op.payload_bytes(), op.group_size(world_size))
         estimate = op_roofline_us(op, self.device)
         if estimate is not None:
@@ -191,8 +246,28 @@ class CostModel:
         return names
 
 
-_MODELS: dict[CostConfig, CostModel] = {}
+def _pair(key: tuple[str, int]) -> str:
+    """`allreduce at G=8`: a (kind, group size) table key for notes."""
+    return f"{key[0]} at G={key[1]}"
+
+
+_Stamp = tuple[int, int] | None
+_MODELS: dict[CostConfig, tuple[tuple[_Stamp, ...], CostModel]] = {}
 _ACTIVE: CostConfig | None = None
+
+
+def _file_stamps(cfg: CostConfig) -> tuple[_Stamp, ...]:
+    """(size, mtime in ns) of every file of `cfg`, None for a file that cannot be read (its
+    error is raised when the model is built)."""
+    stamps: list[_Stamp] = []
+    for path in (*cfg.profiles, *cfg.comm_tables):
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((st.st_size, st.st_mtime_ns))
+    return tuple(stamps)
 
 
 def set_active_cost_config(cfg: CostConfig | None) -> None:

@@ -190,8 +190,17 @@ def device_names() -> list[str]:
 
 def get_device(name: str) -> Device:
     """The device called `name` (case-insensitive; aliases such as `sm_90` accepted)."""
+    device = DEVICES.get(canonical_device_name(name))
+    if device is not None:
+        return device
+    raise UserError(f"unknown device {name!r} (choices: {', '.join(device_names())})")
+
+
+def canonical_device_name(name: str) -> str:
+    """The canonical name of a known device or alias (`sm_90` -> `h100`); any other name
+    (`cpu`, a GPU we have no spec for) lower-cased, so profile metadata compares reliably."""
     wanted = name.strip().lower()
     for device in DEVICES.values():
         if wanted == device.name or wanted in device.aliases:
-            return device
-    raise UserError(f"unknown device {name!r} (choices: {', '.join(device_names())})")
+            return device.name
+    return wanted

@@ -188,7 +188,10 @@ def _load(path: str) -> ModuleOp:
     from lancet_mlir.dialects import get_all_dialects
     from lancet_mlir.profile.fileio import read_text
 
-    text = read_text(path)
+    if path == "-":  # like lancet-run: `lancet-model ... | lancet-profile measure -`
+        text, path = sys.stdin.read(), "<stdin>"
+    else:
+        text = read_text(path)
     ctx = Context(allow_unregistered=True)
     for name, factory in {**xdsl_dialects(), **get_all_dialects()}.items():
         ctx.register_dialect(name, factory)
@@ -242,15 +245,27 @@ def measure_command(args: argparse.Namespace) -> int:
 
     if under_mpiexec():
         return _measure_mpi(args)
+    _check_output(args.output)  # before measuring, which may take minutes
     module = _load(args.module)
     backend = make_backend(args.backend)
     db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
                              seed=args.seed, world_size=_world_size(module, args.world_size))
-    db.metadata["source"] = os.path.basename(args.module)
+    db.metadata["source"] = _source_name(args.module)
     _write(db, args.output)
     for note in _notes(cat, args.backend):
         sys.stderr.write(f"{TOOL}: note: {note}\n")
     return 0
+
+
+def _check_output(output: str | None) -> None:
+    if output is not None:
+        from lancet_mlir.support.files import check_output_folder
+
+        check_output_folder(output)
+
+
+def _source_name(path: str) -> str:
+    return "<stdin>" if path == "-" else os.path.basename(path)
 
 
 def _write(db: ProfileDB, output: str | None) -> None:
@@ -283,11 +298,15 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     cat = OpCatalog()
     error: str | None = None
     try:
+        if args.module == "-":
+            raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
+        if rank == 0:
+            _check_output(args.output)
         module = _load(args.module)
         backend = make_backend(args.backend, rank)
         db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
                                  seed=args.seed, world_size=_world_size(module, args.world_size))
-        db.metadata["source"] = os.path.basename(args.module)
+        db.metadata["source"] = _source_name(args.module)
     except Exception as exc:  # noqa: BLE001 - every rank must hear of it
         error = one_line(exc)
     raise_if_any_failed(comm, error)

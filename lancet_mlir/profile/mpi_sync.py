@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lancet_mlir.profile.devices import canonical_device_name
 from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.support.errors import UserError
 
@@ -31,7 +32,7 @@ def raise_if_any_failed(comm: Any, local_error: str | None) -> None:
 
 def _consistency_error(summaries: list[tuple[str | None, list[str]]]) -> str | None:
     """The problem with the ranks' (device, sorted keys), or None when they agree."""
-    devices = [(rank, str(d).lower()) for rank, (d, _) in enumerate(summaries) if d]
+    devices = [(rank, canonical_device_name(str(d))) for rank, (d, _) in enumerate(summaries) if d]
     distinct = sorted({d for _, d in devices})
     if len(distinct) > 1:
         listing = ", ".join(f"rank {r}: {d}" for r, d in devices)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lancet_mlir.profile.devices import canonical_device_name
 from lancet_mlir.profile.fileio import read_bytes, read_text, write_atomic
 from lancet_mlir.support.errors import UserError
 
@@ -215,7 +216,9 @@ class ProfileDB:
         different `device` values are an error (times of different GPUs must not be mixed).
         """
         mine, theirs = self.metadata.get("device"), other.metadata.get("device")
-        if mine and theirs and str(mine).lower() != str(theirs).lower():
+        if mine and theirs and canonical_device_name(str(mine)) != canonical_device_name(
+            str(theirs)
+        ):
             raise UserError(f"cannot merge profiles of different devices: {mine} and {theirs}")
         for key, entry in other.entries.items():
             old = self.entries.get(key)

@@ -14,7 +14,9 @@ interpolated piecewise-linearly in FLOPs (linear extrapolation outside, as comm 
 F16 use the `bf16` curve. XLA ran F32 matmuls at its default precision, i.e. on TF32 tensor
 cores, so that curve is stored as `tf32`; an F32 matmul (no TF32: the numpy/cupy back-ends run
 true FP32) costs the larger of the FP32 roofline term and the TF32 curve, which supplies the
-small-size latency floor the plain roofline lacks. The memory term always applies.
+small-size latency floor the plain roofline lacks; f64 and integer matmuls are costed the same
+way, fp8/int8 ones against the bf16 curve scaled to their peak (`matmul_time_us`). The memory
+term always applies.
 
 Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, tail), so an
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
@@ -157,16 +159,27 @@ def derive_matmul_table(text: str, gpu: str, source: str = "<xla matmul table>")
 
 
 def matmul_time_us(flops: float, nbytes: float, dtype: str, device: Device) -> float:
-    """Matmul time: the device's calibration curve where it has one, else the roofline."""
+    """Matmul time: the device's calibration curve where it has one, else the roofline.
+
+    bf16/f16 and tf32 use their own curve (and the memory term). Every other dtype takes the
+    larger of its roofline and a curve at the *equivalent work*: dtypes no faster than TF32
+    (f32, f64, integers on the f32 rate) the TF32 curve at the same FLOPs, faster ones (fp8,
+    int8) the bf16 curve at FLOPs x peak(bf16) / peak(dtype). So a small matmul never escapes
+    the measured launch latency (an f64 matmul is not estimated faster than the same f32 one),
+    and a large one keeps its dtype's peak.
+    """
     curves = load_matmul_calibration(device.matmul_table) if device.matmul_table else {}
     memory = nbytes / (device.hbm_bytes_per_s * MEMORY_EFFICIENCY) * 1e6
     if dtype in ("bf16", "f16") and "bf16" in curves:
         return max(curves["bf16"](flops), memory)
     if dtype == "tf32" and "tf32" in curves:
         return max(curves["tf32"](flops), memory)
-    if dtype == "f32" and "tf32" in curves:
-        return max(roofline_time_us(flops, nbytes, dtype, device), curves["tf32"](flops))
-    return roofline_time_us(flops, nbytes, dtype, device)
+    roofline = roofline_time_us(flops, nbytes, dtype, device)
+    reference = "bf16" if device.peak(dtype) > device.peak("bf16") else "tf32"
+    if reference not in curves:
+        return roofline
+    equivalent = flops * min(1.0, device.peak(reference) / device.peak(dtype))
+    return max(roofline, curves[reference](equivalent))
 
 
 # ---- ops ---------------------------------------------------------------------------------------

@@ -111,16 +111,37 @@ def _as_module(m: ModuleOp | LoadedModule | str) -> ModuleOp:
     return load_module(m).module
 
 
-def check_same_signature(a: ModuleOp, b: ModuleOp, func: str | None = None) -> None:
-    """UserError unless the two functions take the same argument types."""
+def _label(m: ModuleOp | LoadedModule | str, default: str) -> str:
+    """How messages name a module: its file, else `default`."""
+    if isinstance(m, LoadedModule):
+        return m.source
+    return m if isinstance(m, str) else default
+
+
+def check_same_signature(
+    a: ModuleOp, b: ModuleOp, func: str | None = None, labels: tuple[str, str] = ("A", "B")
+) -> None:
+    """UserError unless the two functions take the same argument types; the message names
+    the first differing argument (not every type: model steps take hundreds)."""
     fa, fb = select_function(a, func), select_function(b, func)
     ta, tb = list(fa.function_type.inputs.data), list(fb.function_type.inputs.data)
-    if ta != tb:
-        raise UserError(
-            f"@{fa.sym_name.data} and @{fb.sym_name.data} take different arguments, so they "
-            f"cannot run on the same inputs: ({', '.join(map(str, ta))}) vs "
-            f"({', '.join(map(str, tb))})"
-        )
+    if ta == tb:
+        return
+    la, lb = labels
+    head = (
+        f"@{fa.sym_name.data} of {la} and @{fb.sym_name.data} of {lb} take different arguments, "
+        "so they cannot run on the same inputs"
+    )
+    if len(ta) != len(tb):
+        raise UserError(f"{head}: {len(ta)} arguments vs {len(tb)}")
+    differ = [i for i, (x, y) in enumerate(zip(ta, tb, strict=True)) if x != y]
+    i = differ[0]
+    hint = fa.body.block.args[i].name_hint  # select_function never returns a declaration
+    name = f" (%{hint})" if hint else ""
+    raise UserError(
+        f"{head}: argument #{i}{name} is {ta[i]} in {la} but {tb[i]} in {lb} "
+        f"({len(differ)} of {len(ta)} arguments differ)"
+    )
 
 
 def compare_modules(
@@ -140,7 +161,7 @@ def compare_modules(
     With an mpi4py `comm`, each process compares its own rank's outputs.
     """
     ma, mb = _as_module(a), _as_module(b)
-    check_same_signature(ma, mb, func)
+    check_same_signature(ma, mb, func, (_label(a, "the first module"), _label(b, "the second module")))
     ra = execute(ma, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
     rb = execute(mb, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
     return compare_results(ra, rb, rtol=rtol, atol=atol)

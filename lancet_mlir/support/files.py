@@ -41,6 +41,16 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
         raise
 
 
+def check_output_folder(path: str | os.PathLike[str]) -> None:
+    """UserError unless the folder that will hold `path` exists: tools call this before
+    long work (measuring, building a model), not only when they finally write."""
+    target = os.fspath(path)
+    if os.path.isdir(target):
+        raise UserError(f"{target}: is a folder")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
+        raise UserError(f"{target}: folder does not exist")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -94,12 +94,14 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def _emit(cfg: GPT2MoEConfig, output: str | None) -> None:
+    from lancet_mlir.support.files import check_output_folder, write_atomic
+
+    if output is not None:
+        check_output_folder(output)  # before building: big models take a while
     text = str(build_gpt2_moe(cfg)) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
-    from lancet_mlir.support.files import write_atomic
-
     write_atomic(output, text)
 
 

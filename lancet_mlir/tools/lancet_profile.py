@@ -18,9 +18,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_int
 from lancet_mlir.tools.errors import UserError, run_cli
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 TOOL = "lancet-profile"
 
@@ -31,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     p = sub.add_parser("measure", help="measure every op of a module (numpy or CUDA back-end)")
-    p.add_argument("module", metavar="module.mlir")
+    p.add_argument("module", metavar="module.mlir", help="module to measure ('-' reads stdin)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="profile JSON to write (default: stdout)")
@@ -39,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="unmeasured warm-up runs per op (default 5)")
     p.add_argument("--iters", type=positive_int, default=20,
                    help="measured runs per op (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the random inputs (default 0)")
     p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="override the module's lancet.world_size")
 
@@ -76,11 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     _gpu_options(p)
     p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
 
-    p = sub.add_parser("show", help="print a profile or comm table as a table")
+    p = sub.add_parser("show", help="print a profile, comm table or matmul table as a table")
     p.add_argument("input", metavar="FILE")
     p.add_argument("--sort", choices=("key", "mean"), default="key",
                    help="profile entry order (default: key)")
     p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--device", default=None,
+                       help="for an XLA perf table: the device whose rows to show (e.g. h100)")
+    group.add_argument("--gpu", default=None,
+                       help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
 
     p = sub.add_parser("merge", help="merge profiles (count-weighted means)")
     p.add_argument("inputs", nargs="+", metavar="FILE")
@@ -164,7 +174,9 @@ def cmd_from_lancet(args: argparse.Namespace) -> int:
         raise UserError(f"{args.input}: expected a Lancet .profile file")
     db = ProfileDB.load(args.input)
     if args.device:
-        db.metadata["device"] = args.device.lower()
+        from lancet_mlir.profile.devices import canonical_device_name
+
+        db.metadata["device"] = canonical_device_name(args.device)  # sm_90 -> h100
     _emit(db.to_json_text(), args.output)
     return 0
 
@@ -238,15 +250,60 @@ def cmd_show(args: argparse.Namespace) -> int:
             meta = ", ".join(f"{k}={v}" for k, v in sorted(db.metadata.items()))
             console.print(f"metadata: {meta}", highlight=False)
         return 0
-    from lancet_mlir.profile.comm_loaders import load_comm_table
+    from lancet_mlir.profile.comm_loaders import XLA_HEADER, load_comm_table
+    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.profile.roofline import MATMUL_TABLE_HEADER
 
-    comm = load_comm_table(args.input)
+    first = _first_content_line(read_text(args.input))
+    if first == ",".join(MATMUL_TABLE_HEADER):
+        return _show_matmul_table(args, console)
+    gpu = None
+    if args.device or args.gpu:
+        gpu = _xla_gpu(args)
+    elif first == ",".join(XLA_HEADER):
+        raise UserError(f"{args.input}: an XLA perf table holds several GPUs; pass --device D "
+                        "or --gpu G to choose one")  # fmt: skip
+    comm = load_comm_table(args.input, gpu)
     console.print(f"{args.input}: {len(comm)} samples", highlight=False)
     table = Table()
     for col in ("kind", "group", "bytes", "time us"):
         table.add_column(col, justify="left" if col == "kind" else "right")
     for kind, g, nbytes, t in comm.rows()[: args.limit]:
         table.add_row(kind, str(g), str(nbytes), f"{t:.3f}")
+    console.print(table)
+    return 0
+
+
+def _first_content_line(text: str) -> str:
+    """The first line that is neither blank nor a `#` comment, without spaces."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            return line.replace(" ", "")
+    return ""
+
+
+def _show_matmul_table(args: argparse.Namespace, console: Console) -> int:
+    """Print a matmul calibration table (`dtype,flops,time_us`, from `from-xla-matmul`)."""
+    import csv
+    import io
+
+    from rich.table import Table
+
+    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.profile.roofline import parse_matmul_table
+
+    text = read_text(args.input)
+    parse_matmul_table(text, args.input)  # validates every row
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and not r[0].lstrip().startswith("#")]
+    rows = rows[1:]
+    console.print(f"{args.input}: {len(rows)} matmul samples", highlight=False)
+    table = Table()
+    for col in ("dtype", "flops", "time us", "TFLOP/s"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for dtype, flops, t in rows[: args.limit]:
+        rate = float(flops) / float(t) / 1e6 if float(t) > 0 else 0.0
+        table.add_row(dtype.strip(), flops.strip(), f"{float(t):.3f}", f"{rate:.1f}")
     console.print(table)
     return 0
 

@@ -91,7 +91,9 @@ def test_moe_every_selects_layers() -> None:
         ({"dtype": "i32"}, "dtype must be one of"),
         ({"optimizer": "lamb"}, "optimizer must be one of adam, sgd"),
         ({"layers": 0}, "layers must be >= 1"),
-        ({"capacity_factor": 0.0}, "capacity_factor must be > 0"),
+        ({"capacity_factor": 0.0}, "capacity_factor must be a finite number > 0, got 0.0"),
+        ({"capacity_factor": float("inf")}, "capacity_factor must be a finite number > 0, got inf"),
+        ({"capacity_factor": float("nan")}, "capacity_factor must be a finite number > 0, got nan"),
         ({"world_size": 1, "experts_per_rank": 1, "gate": "top2"}, "top2 gate needs at least 2"),
     ],
 )
