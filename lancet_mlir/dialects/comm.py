@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     IntegerAttr,
+    IntegerType,
     TensorType,
     i64,
 )
@@ -220,7 +221,8 @@ class CollectiveOp(IRDLOperation):
             )
         if not self.inputs:
             raise VerifyException(f"{self.name}: needs at least one operand")
-        size = self.group_size()
+        self._verify_static_shapes()
+        size = self._verify_group_size()
         for n, (i, o) in enumerate(self.data_pairs()):
             it, ot = i.type, o.type
             assert isinstance(it, TensorType)
@@ -231,6 +233,33 @@ class CollectiveOp(IRDLOperation):
                     f"but result #{n} has {ot.element_type}"
                 )
             self.verify_shapes(n, list(it.get_shape()), list(ot.get_shape()), size)
+
+    def _verify_static_shapes(self) -> None:
+        """Payload bytes, cost tables and the runtime all need static shapes."""
+        for what, values in (("operand", self.inputs), ("result", self.outputs)):
+            for n, v in enumerate(values):
+                assert isinstance(v.type, TensorType)
+                if any(d < 0 for d in v.type.get_shape()):
+                    raise VerifyException(
+                        f"{self.name}: {what} #{n} has a dynamic shape ({v.type}); "
+                        "collectives need static shapes"
+                    )
+
+    def _verify_group_size(self) -> int | None:
+        """The group size if known, after checking it and the groups against the world."""
+        world = module_world_size(self)
+        if world is not None and world < 1:
+            raise VerifyException(
+                f"{self.name}: the enclosing {WORLD_SIZE_ATTR} is {world}, must be >= 1"
+            )
+        if self.groups is not None and world is not None:
+            top = max(r for g in self.groups.rank_lists for r in g)
+            if top >= world:
+                raise VerifyException(
+                    f"{self.name}: group rank {top} is outside the world of {world} ranks "
+                    f"({WORLD_SIZE_ATTR})"
+                )
+        return self.group_size()
 
     def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
         """Check the shapes of operand/result pair `n`; `size` is the group size if known."""
@@ -334,7 +363,7 @@ class AllToAllOp(CollectiveOp):
                 )
             return
         if size is None:
-            return
+            size = _implied_a2a_size(self.name, n, ins, outs, split, concat)
         expected = list(ins)
         expected[split] //= size
         expected[concat] *= size
@@ -377,7 +406,21 @@ class AllToAllVOp(CollectiveOp):
             data, counts = self.inputs[n].type, self.inputs[half + n].type
             assert isinstance(data, TensorType)
             assert isinstance(counts, TensorType)
-            groups = data.get_shape()[0] if data.get_shape() else -1
+            if not data.get_shape():
+                raise VerifyException(
+                    f"comm.all_to_allv: data operand #{n} must have a leading chunk dim, "
+                    f"got {data}"
+                )
+            groups = data.get_shape()[0]
+            if not isinstance(counts.element_type, IntegerType):
+                raise VerifyException(
+                    f"comm.all_to_allv: count operand #{n} must hold integers, got {counts}"
+                )
+            if self.outputs[half + n].type != counts:
+                raise VerifyException(
+                    f"comm.all_to_allv: count result #{n} must have the count operand's type "
+                    f"{counts}, got {self.outputs[half + n].type}"
+                )
             if counts.get_shape() != (groups,):
                 raise VerifyException(
                     f"comm.all_to_allv: count operand #{n} must be tensor<{groups}xi64>-like, "
@@ -394,6 +437,20 @@ class AllToAllVOp(CollectiveOp):
             raise VerifyException(
                 f"comm.all_to_allv: result #{n} shape {outs} must equal operand shape {ins}"
             )
+
+
+def _implied_a2a_size(
+    name: str, n: int, ins: list[int], outs: list[int], split: int, concat: int
+) -> int:
+    """The group size an all-to-all's shapes imply when nothing states it (or fail)."""
+    if len(outs) != len(ins):
+        raise VerifyException(f"{name}: result #{n} rank {len(outs)} != operand rank {len(ins)}")
+    if outs[split] > 0 and ins[split] % outs[split] == 0:
+        return ins[split] // outs[split]
+    raise VerifyException(
+        f"{name}: result #{n} dim {split} ({outs[split]}) must divide operand dim {split} "
+        f"({ins[split]})"
+    )
 
 
 def _check_scaled(

@@ -39,9 +39,15 @@ def plan_buckets(
     """Group collectives of the given kinds into buckets, visiting them in `order`.
 
     A bucket closes when it holds at least `bucket_bytes`, at the end, or when the next
-    compatible collective depends on one of its members. Only buckets of two or more are
-    returned, each listing node indices in visit order; buckets never share a node and no
-    member of a bucket reaches another member.
+    collective of a bucketed kind depends on one of its members (whatever that collective's
+    own bucket). Only buckets of two or more are returned, each listing node indices in visit
+    order; buckets never share a node and no member of a bucket reaches another member.
+
+    Closing every open bucket a new member depends on, not only the bucket it joins, keeps
+    the fused graph acyclic: with two open buckets {a, d} and {b, c} where c depends on a
+    and d on b, fusing both would make each fused op wait for the other. Since `order` is
+    topological, a bucket then always closes before any member of a bucket that depends on
+    it joins, so close times increase along every edge between fused ops.
     """
     position = [0] * len(graph)
     for k, i in enumerate(order):
@@ -60,10 +66,9 @@ def plan_buckets(
             continue
         key = fusion_key(op)
         assert key is not None
+        for other in [k for k, b in open_buckets.items() if _depends_on(graph, position, b, i)]:
+            close(other)
         bucket = open_buckets.get(key)
-        if bucket is not None and _depends_on(graph, position, bucket, i):
-            close(key)
-            bucket = None
         if bucket is None:
             bucket = open_buckets[key] = _OpenBucket([], 0, position[i])
             bucket.descends.clear()

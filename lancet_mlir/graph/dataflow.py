@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.ir import Block, Operation
-from xdsl.traits import IsTerminator
+from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
 
@@ -39,7 +39,12 @@ class DataflowGraph:
     """Ops of one block (terminator excluded) and their data dependencies.
 
     Node `i` is `ops[i]`, in program order. `preds[i]`/`succs[i]` are sorted, duplicate-free
-    lists of node indices; uses nested in an op's regions count as uses by that op.
+    lists of node indices; uses nested in an op's regions count as uses by that op. Ops that
+    declare memory effects (e.g. `memref.store`, `memref.load`, also nested in regions) keep
+    their program order where it matters: an edge runs from each write to every later read
+    or write and from each read to the next write (no alias analysis: all memory is one
+    resource). Ops whose effects are unknown (`test.op`, unregistered ops, calls) are taken to
+    have none: the IR here is value semantics, and ordering them all would forbid scheduling.
     """
 
     block: Block | None
@@ -71,6 +76,7 @@ class DataflowGraph:
         """Build the graph of a sequence of sibling ops (edges outside the sequence ignored)."""
         ops = list(ops)
         index = {op: i for i, op in enumerate(ops)}
+        memory_preds = _memory_order_edges(ops)
         preds: list[list[int]] = []
         for i, op in enumerate(ops):
             producers = {
@@ -78,6 +84,7 @@ class DataflowGraph:
                 for p in (index.get(owner) for owner in _operand_owners(op, index))
                 if p is not None and p != i
             }
+            producers.update(memory_preds.get(i, ()))
             preds.append(sorted(producers))
         succs: list[list[int]] = [[] for _ in ops]
         for i, ps in enumerate(preds):
@@ -188,3 +195,43 @@ def _operand_owners(op: Operation, index: dict[Operation, int]) -> Iterable[Oper
                 parent = owner.parent_op()
                 if parent is not None and parent in index:
                     yield parent
+
+
+def memory_access(op: Operation) -> tuple[bool, bool]:
+    """(reads, writes) memory according to the effects `op` and its nested ops declare.
+
+    Freeing counts as a write; allocating counts as neither (a fresh buffer is reached only
+    through the allocating op's result, a data edge). Unknown effects count as none.
+    """
+    reads = writes = False
+    for inner in op.walk():
+        for trait in inner.get_traits_of_type(MemoryEffect):
+            if isinstance(trait, RecursiveMemoryEffect):
+                continue  # the nested ops are visited by the walk themselves
+            effects = trait.get_effects(inner)
+            for effect in effects or ():
+                reads |= effect.kind == MemoryEffectKind.READ
+                writes |= effect.kind in (MemoryEffectKind.WRITE, MemoryEffectKind.FREE)
+    return reads, writes
+
+
+def _memory_order_edges(ops: Sequence[Operation]) -> dict[int, list[int]]:
+    """Ordering edges (consumer -> producers) between ops with memory effects, in O(V + E).
+
+    A write depends on the last write and on every read since it; a read on the last write.
+    """
+    edges: dict[int, list[int]] = {}
+    last_write: int | None = None
+    reads_since: list[int] = []
+    for i, op in enumerate(ops):
+        reads, writes = memory_access(op)
+        if not (reads or writes):
+            continue
+        before = [] if last_write is None else [last_write]
+        if writes:
+            edges[i] = before + reads_since
+            last_write, reads_since = i, []
+        else:
+            edges[i] = before
+            reads_since.append(i)
+    return edges

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation
 
+from lancet_mlir.dialects.comm import AllToAllVOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 
 
@@ -86,10 +87,21 @@ def _name(op: Operation) -> str:
     return op.name
 
 
+def _sections(op: Operation) -> tuple[tuple[list, list], tuple[list, list]]:
+    """((data operands, count operands), (data results, count results)) of a collective;
+    only all_to_allv has counts."""
+    ins, outs = list(op.operands), list(op.results)
+    if not isinstance(op, AllToAllVOp):
+        return (ins, []), (outs, [])
+    h = len(ins) // 2
+    return (ins[:h], ins[h:]), (outs[:h], outs[h:])
+
+
 def fuse_collectives(members: Sequence[Operation]) -> Operation:
     """Replace compatible collectives by one variadic collective of the same kind.
 
-    The fused op takes the members' operands in member order, copies the first member's
+    The fused op takes the members' operands in member order (for all_to_allv: every data
+    operand in member order, then every count operand), copies the first member's
     properties and is inserted where the last member was; uses are rewired and the members
     erased. The block may need a topological re-sort afterwards (consumers of early members
     can precede the fused op).
@@ -97,15 +109,15 @@ def fuse_collectives(members: Sequence[Operation]) -> Operation:
     first, last = members[0], members[-1]
     block = last.parent_block()
     assert block is not None
-    operands = [v for op in members for v in op.operands]
-    result_types = [r.type for op in members for r in op.results]
-    fused = type(first)(operands, result_types, properties=dict(first.properties))
+    # all_to_allv lists N data operands before N counts: keep data and counts apart
+    sections = [_sections(op) for op in members]
+    operands = [v for part in (0, 1) for ins, _ in sections for v in ins[part]]
+    olds = [r for part in (0, 1) for _, outs in sections for r in outs[part]]
+    fused = type(first)(operands, [r.type for r in olds], properties=dict(first.properties))
     fused.attributes.update(_common_attributes(members))
     block.insert_op_before(fused, last)
-    results = iter(fused.results)
-    for op in members:
-        for old in op.results:
-            old.replace_all_uses_with(next(results))
+    for old, new in zip(olds, fused.results, strict=True):
+        old.replace_all_uses_with(new)
     for op in members:
         op.detach()
         op.erase()

@@ -18,12 +18,13 @@ from lancet_mlir.graph.rewrite import (
     fuse_collectives,
     schedulable_blocks,
 )
+from lancet_mlir.passes.options import CheckedOptions, check_int
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class CommBucketFusionPass(ModulePass):
+class CommBucketFusionPass(CheckedOptions, ModulePass):
     """Fuse collectives into buckets of at least `bucket-bytes` (Lancet §3, made safe).
 
     Collectives are visited in the FIFO order of `data-parallel-schedule`; consecutive
@@ -44,8 +45,7 @@ class CommBucketFusionPass(ModulePass):
     kinds: tuple[str, ...] = ("allreduce",)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.bucket_bytes < 0:
-            raise PassFailedException("comm-bucket-fusion: bucket-bytes must be >= 0")
+        check_int(self.name, "bucket-bytes", self.bucket_bytes, 0)
         kinds = (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
         unknown = sorted(set(kinds) - set(FUSABLE_KINDS))
         if unknown:

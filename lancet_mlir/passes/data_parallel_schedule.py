@@ -11,10 +11,11 @@ from xdsl.passes import ModulePass
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.fifo import fifo_order
 from lancet_mlir.graph.rewrite import apply_order, check_dominance, schedulable_blocks
+from lancet_mlir.passes.options import CheckedOptions
 
 
 @dataclass(frozen=True)
-class DataParallelSchedulePass(ModulePass):
+class DataParallelSchedulePass(CheckedOptions, ModulePass):
     """Reorder every block into Lancet's FIFO order (lancet-algorithms.md §2).
 
     Ops that consume a collective's result are postponed until nothing else is ready, so

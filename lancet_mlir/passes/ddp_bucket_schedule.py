@@ -9,7 +9,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import AllReduceOp
 from lancet_mlir.graph.buckets import fusion_key
@@ -20,6 +19,7 @@ from lancet_mlir.graph.rewrite import (
     fuse_collectives,
     schedulable_blocks,
 )
+from lancet_mlir.passes.options import CheckedOptions, check_int
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 ROLE_ATTR = "lancet.role"
@@ -65,8 +65,10 @@ def plan_ddp_buckets(
     Gradients are visited in readiness order (program position of their last producer,
     ties by position of the all-reduce); each compatible kind (same reduction, group and
     element type) fills its own open bucket, which closes as soon as it holds at least
-    `bucket_bytes`. A gradient that depends on a member of the open bucket closes it first,
-    so fusing never creates a cycle. Buckets are returned in launch order (by anchor).
+    `bucket_bytes`. A gradient that depends on a member of any open bucket (its own kind's
+    or another's) closes that bucket first, so fusing never creates a cycle, not even
+    between two buckets of different kinds (see `plan_buckets`). Buckets are returned in
+    launch order (by anchor).
     """
     ready = {i: max(graph.preds[i], default=-1) for i in gradients}
     visit = sorted(gradients, key=lambda i: (ready[i], i))
@@ -82,11 +84,10 @@ def plan_ddp_buckets(
     for i in visit:
         key = fusion_key(graph.ops[i])
         assert key is not None
-        members = open_buckets.get(key)
-        if members is not None:
+        if open_buckets:
             reach = reach if reach is not None else graph.descendants()
-            if any(reach[m] >> i & 1 for m in members):
-                close(key)
+            for other in [k for k, ms in open_buckets.items() if any(reach[m] >> i & 1 for m in ms)]:
+                close(other)
         open_buckets.setdefault(key, [])
         open_buckets[key].append(i)
         sizes[key] = sizes.get(key, 0) + graph.payload_bytes[i]
@@ -99,7 +100,7 @@ def plan_ddp_buckets(
 
 
 @dataclass(frozen=True)
-class DdpBucketSchedulePass(ModulePass):
+class DdpBucketSchedulePass(CheckedOptions, ModulePass):
     """PyTorch DDP's gradient bucketing as a schedule (a baseline to compare against).
 
     Gradient all-reduces (those whose operands come from `lancet.role = "dw"` ops, or every
@@ -119,8 +120,7 @@ class DdpBucketSchedulePass(ModulePass):
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.bucket_bytes < 1:
-            raise PassFailedException("ddp-bucket-schedule: bucket-bytes must be >= 1")
+        check_int(self.name, "bucket-bytes", self.bucket_bytes, 1)
         check_dominance(op)
         roles = has_roles(op)
         for block in schedulable_blocks(op):

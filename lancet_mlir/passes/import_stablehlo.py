@@ -28,7 +28,7 @@ Input: a module as JAX/XLA print it in generic form, parsed with unregistered op
   and writes (free ops -- constants, bitcasts, reshapes, tuples, sharding markers -- get 0).
   Calls and control flow carry the sum of their bodies (a while loop: one iteration).
 * The module gets `lancet.world_size` (the option, else `mhlo.num_partitions` x
-  `mhlo.num_replicas`, else the largest group) unless it already has one.
+  `mhlo.num_replicas`, else the ranks the replica groups span) unless it already has one.
 
 Options: `world-size=N` (overrides the module's `lancet.world_size`).
 """
@@ -72,6 +72,7 @@ from lancet_mlir.dialects.comm import (
     tensor_bytes,
 )
 from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.support.errors import UserError
 
 FLOPS_ATTR = "lancet.flops"
@@ -718,8 +719,13 @@ def _world_size(module: ModuleOp, collectives: Sequence[Operation], override: in
         p = parts.value.data if isinstance(parts, IntegerAttr) else 1
         r = replicas.value.data if isinstance(replicas, IntegerAttr) else 1
         return p * r
-    sizes = [len(g.rank_lists[0]) for op in collectives if (g := _groups(op)) is not None]
-    return max(sizes) if sizes else None
+    # groups [[0, 1], [2, 3]] are groups of 2 in a world of 4: the world spans every rank named
+    spans = [
+        max(r for group in g.rank_lists for r in group) + 1
+        for op in collectives
+        if (g := _groups(op)) is not None
+    ]
+    return max(spans) if spans else None
 
 
 def _referenced_symbols(module: ModuleOp) -> set[str]:
@@ -805,7 +811,7 @@ def graph_block(module: ModuleOp) -> Block:
 
 
 @dataclass(frozen=True)
-class ImportStablehloPass(ModulePass):
+class ImportStablehloPass(CheckedOptions, ModulePass):
     """Turn JAX/XLA StableHLO collectives into `comm` ops and annotate compute costs.
 
     See the module docstring for the mapping. Run it first in a pipeline, e.g.
@@ -813,15 +819,13 @@ class ImportStablehloPass(ModulePass):
 
     Options:
       world-size=N: the module's `lancet.world_size` (default: mhlo.num_partitions x
-        mhlo.num_replicas, else the largest replica group).
+        mhlo.num_replicas, else the ranks the replica groups span: highest rank + 1).
     """
 
     name = "import-stablehlo"
     world_size: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.world_size is not None and self.world_size < 1:
-            from xdsl.utils.exceptions import PassFailedException
-
-            raise PassFailedException("import-stablehlo: world-size must be >= 1")
+        if self.world_size is not None:
+            check_int(self.name, "world-size", self.world_size, 1)
         import_stablehlo(op, self.world_size)

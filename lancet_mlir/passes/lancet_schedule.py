@@ -11,6 +11,7 @@ from xdsl.passes import ModulePass
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
+from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.passes.simulate import pass_options, simulated_blocks
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.timeline import (
@@ -66,7 +67,7 @@ def profiled_fifo_schedule(
 
 
 @dataclass(frozen=True)
-class LancetSchedulePass(ModulePass):
+class LancetSchedulePass(CheckedOptions, ModulePass):
     """Reorder every block into Lancet's profiled FIFO list schedule (§6.1), never worse.
 
     Each block is list-scheduled with the active cost model (`lancet.time_us` > profile >

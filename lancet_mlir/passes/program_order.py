@@ -9,10 +9,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.passes.options import CheckedOptions
 
 
 @dataclass(frozen=True)
-class ProgramOrderPass(ModulePass):
+class ProgramOrderPass(CheckedOptions, ModulePass):
     """Keep every block in its input order (launch order = program order).
 
     Useful as the "no scheduling" baseline next to `data-parallel-schedule` (FIFO),

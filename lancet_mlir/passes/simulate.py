@@ -15,6 +15,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
+from lancet_mlir.passes.options import CheckedOptions, check_int, check_number
 from lancet_mlir.sim.options import SimOptions, resolve_sim_options
 from lancet_mlir.sim.timeline import Timeline, evaluate_fixed_order, summarize
 
@@ -150,29 +151,37 @@ def simulate_graph(
 
 
 def annotate_module(module: ModuleOp, results: Sequence[BlockResult]) -> None:
-    """Write the per-op and per-function attributes of `simulate` (see `simulate_module`)."""
-    per_function: dict[str, list[float]] = {}
+    """Write the per-op and per-function attributes of `simulate` (see `simulate_module`).
+
+    Totals are kept per function op, not per name: nested modules may each hold an `@f`.
+    """
+    per_function: dict[FuncOp, list[float]] = {}
     for r in results:
         tl = r.timeline
         for i, op in enumerate(r.graph.ops):
             op.attributes[START_ATTR] = FloatAttr(tl.start[i], _F64)
             op.attributes[END_ATTR] = FloatAttr(tl.end[i], _F64)
             op.attributes[STREAM_ATTR] = IntegerAttr(tl.stream[i], i64)
-        if r.top_level and r.function is not None:
-            acc = per_function.setdefault(r.function, [0.0, 0.0])
+        block = r.graph.block
+        func = _enclosing_function(block.parent_op()) if block is not None else None
+        if r.top_level and func is not None:
+            acc = per_function.setdefault(func, [0.0, 0.0])
             acc[0] += r.summary["makespan_us"]
             acc[1] += r.summary["exposed_comm_us"]
-    for op in module.walk():
-        if isinstance(op, FuncOp) and op.sym_name.data in per_function:
-            makespan, exposed = per_function[op.sym_name.data]
-            op.attributes[MAKESPAN_ATTR] = FloatAttr(makespan, _F64)
-            op.attributes[EXPOSED_ATTR] = FloatAttr(exposed, _F64)
+    for func, (makespan, exposed) in per_function.items():
+        func.attributes[MAKESPAN_ATTR] = FloatAttr(makespan, _F64)
+        func.attributes[EXPOSED_ATTR] = FloatAttr(exposed, _F64)
 
 
 def pass_options(
     pass_name: str, comm_streams: int | None, overlap_slowdown: float | None
 ) -> SimOptions:
-    """Resolve a pass's simulator options, failing with the pass name on bad values."""
+    """Resolve a pass's simulator options, failing with the pass and option name on bad
+    values (booleans included)."""
+    if comm_streams is not None:
+        check_int(pass_name, "comm-streams", comm_streams, 1)
+    if overlap_slowdown is not None:
+        check_number(pass_name, "overlap-slowdown", overlap_slowdown, 1.0)
     try:
         return resolve_sim_options(comm_streams, overlap_slowdown)
     except ValueError as exc:
@@ -180,7 +189,7 @@ def pass_options(
 
 
 @dataclass(frozen=True)
-class SimulatePass(ModulePass):
+class SimulatePass(CheckedOptions, ModulePass):
     """Simulate every block in its current order and annotate the IR with the timeline.
 
     Uses the active cost model (`lancet.time_us` > profile > roofline/comm table). Every op

@@ -16,6 +16,7 @@ from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sig
 from lancet_mlir.dialects.kernels import PARTIAL, KernelError
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import apply_order, check_dominance, schedulable_blocks
+from lancet_mlir.passes.options import CheckedOptions, check_int
 
 PART_ATTR = "lancet.part"
 ROLE_ATTR = "lancet.role"
@@ -50,7 +51,7 @@ class Region:
 
 
 @dataclass(frozen=True)
-class TutelPipelinePass(ModulePass):
+class TutelPipelinePass(CheckedOptions, ModulePass):
     """Tutel's expert pipelining: chunk each MoE expert block along the capacity dim.
 
     An expert block is a `comm.all_to_all` (split s, concat r) whose compute-only
@@ -76,8 +77,7 @@ class TutelPipelinePass(ModulePass):
     degree: int = 2
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.degree < 1:
-            raise PassFailedException(f"tutel-pipeline: degree must be >= 1, got {self.degree}")
+        check_int(self.name, "degree", self.degree, 1)
         check_dominance(op)
         if self.degree == 1:
             return

@@ -37,4 +37,6 @@ def one_line(exc: BaseException) -> str:
             if lines[0].startswith("Error parsing pass pipeline"):
                 return f"bad pass pipeline {lines[2]!r}: {message}" if len(lines) > 2 else message
             return message
+    if lines[0].endswith("does not verify:") and len(lines) > 1:  # IRDL puts the reason next
+        return f"{lines[0]} {lines[1]}"
     return lines[0]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import io
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.utils.exceptions import ParseError
@@ -59,6 +59,8 @@ class LancetOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        # xDSL builds a plain argparse parser; make its usage errors one line and exit code 1
+        arg_parser.error = _usage_error  # type: ignore[method-assign]
         super().register_all_arguments(arg_parser)
         group = arg_parser.add_argument_group("lancet-mlir")
         for dest, pipeline in PIPELINE_ALIASES.items():
@@ -114,6 +116,10 @@ class LancetOptMain(xDSLOptMain):
         if self._pending_output is None:
             return
         write_atomic(self.args.output_file, self._pending_output.getvalue())
+
+
+def _usage_error(message: str) -> NoReturn:
+    raise UserError(message)
 
 
 class _KeepOpen(io.StringIO):

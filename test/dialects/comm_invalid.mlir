@@ -69,3 +69,65 @@
 %x = "test.op"() : () -> tensor<4x2xf32>
 %v = comm.all_to_allv %x : (tensor<4x2xf32>) -> tensor<4x2xf32>
 // CHECK: comm.all_to_allv: expects N data operands followed by N count operands
+
+// -----
+
+// Without a group size the all-to-all's shapes still have to agree with each other.
+%x = "test.op"() : () -> tensor<8x4xf32>
+%t = comm.all_to_all %x split 0 concat 1 : (tensor<8x4xf32>) -> tensor<3x5x7xf32>
+// CHECK: comm.all_to_all: result #0 rank 3 != operand rank 2
+
+// -----
+
+%x = "test.op"() : () -> tensor<8x4xf32>
+%t = comm.all_to_all %x split 0 concat 1 : (tensor<8x4xf32>) -> tensor<4x12xf32>
+// CHECK: comm.all_to_all: result #0 shape [4, 12] does not match expected [4, 8]
+
+// -----
+
+%x = "test.op"() : () -> tensor<8x4xf32>
+%t = comm.all_to_all %x split 0 concat 1 : (tensor<8x4xf32>) -> tensor<3x4xf32>
+// CHECK: comm.all_to_all: result #0 dim 0 (3) must divide operand dim 0 (8)
+
+// -----
+
+%d = "test.op"() : () -> tensor<4x2xf32>
+%c = "test.op"() : () -> tensor<4xi64>
+%v, %vc = comm.all_to_allv %d, %c : (tensor<4x2xf32>, tensor<4xi64>) -> (tensor<4x2xf32>, tensor<7xf32>)
+// CHECK: comm.all_to_allv: count result #0 must have the count operand's type tensor<4xi64>, got tensor<7xf32>
+
+// -----
+
+%d = "test.op"() : () -> tensor<4x2xf32>
+%c = "test.op"() : () -> tensor<4xf32>
+%v, %vc = comm.all_to_allv %d, %c : (tensor<4x2xf32>, tensor<4xf32>) -> (tensor<4x2xf32>, tensor<4xf32>)
+// CHECK: comm.all_to_allv: count operand #0 must hold integers, got tensor<4xf32>
+
+// -----
+
+%d = "test.op"() : () -> tensor<f32>
+%c = "test.op"() : () -> tensor<4xi64>
+%v, %vc = comm.all_to_allv %d, %c : (tensor<f32>, tensor<4xi64>) -> (tensor<f32>, tensor<4xi64>)
+// CHECK: comm.all_to_allv: data operand #0 must have a leading chunk dim, got tensor<f32>
+
+// -----
+
+%x = "test.op"() : () -> tensor<?xf32>
+%g = comm.allgather %x group <[[0, 1]]> : (tensor<?xf32>) -> tensor<?xf32>
+// CHECK: comm.allgather: operand #0 has a dynamic shape (tensor<?xf32>); collectives need static shapes
+
+// -----
+
+builtin.module attributes {lancet.world_size = 4 : i64} {
+  %x = "test.op"() : () -> tensor<8xf32>
+  %r = comm.allreduce %x group <[[0, 9]]> : (tensor<8xf32>) -> tensor<8xf32>
+}
+// CHECK: comm.allreduce: group rank 9 is outside the world of 4 ranks (lancet.world_size)
+
+// -----
+
+builtin.module attributes {lancet.world_size = 0 : i64} {
+  %x = "test.op"() : () -> tensor<8xf32>
+  %r = comm.allgather %x : (tensor<8xf32>) -> tensor<16xf32>
+}
+// CHECK: comm.allgather: the enclosing lancet.world_size is 0, must be >= 1

@@ -16,6 +16,8 @@
   "func.return"(%2) : (tensor<16x4xf32>) -> ()
 }) : () -> ()
 
+// the groups name ranks 0..3: a world of 4 (no mhlo.num_partitions to say otherwise)
+// CHECK:       builtin.module attributes {lancet.world_size = 4 : i64}
 // CHECK-LABEL: func.func @sync
 // CHECK-NEXT:    %0 = "stablehlo.dot_general"(%x, %w) {{.*}}{lancet.flops = 1.024000e+03 : f64, lancet.bytes = 8.960000e+02 : f64}
 // CHECK-NEXT:    %1 = comm.allreduce %0 reduce max group <{{\[\[}}0, 1], [2, 3]]> {lancet.hlo_op = "stablehlo.all_reduce"} : (tensor<16x4xf32>) -> tensor<16x4xf32>

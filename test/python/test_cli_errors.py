@@ -31,16 +31,36 @@ CASES = {
         [],
         "bad.mlir: comm.allreduce: result #0 shape [4] must equal operand shape [8]",
     ),
+    # the reason is on the verifier message's second line; it used to be cut off
+    "comm_memref_operand": (
+        '%x = "test.op"() : () -> memref<8xf32>\n'
+        '%r = "comm.allreduce"(%x) : (memref<8xf32>) -> memref<8xf32>\n',
+        [],
+        "bad.mlir: operand 'inputs' at position 0 does not verify: "
+        "memref<8xf32> should be of base attribute tensor",
+    ),
+    "comm_dynamic_shape": (
+        '%x = "test.op"() : () -> tensor<?xf32>\n'
+        "%r = comm.allreduce %x : (tensor<?xf32>) -> tensor<?xf32>\n",
+        [],
+        "bad.mlir: comm.allreduce: operand #0 has a dynamic shape (tensor<?xf32>); "
+        "collectives need static shapes",
+    ),
+    "option_bool_for_int": (
+        GOOD,
+        ["-p", "ddp-bucket-schedule{bucket-bytes=true}"],
+        "lancet-opt: error: ddp-bucket-schedule: option bucket-bytes expects an integer, got true",
+    ),
     "unknown_pass": (GOOD, ["-p", "no-such-pass"], "Unrecognized passes: ['no-such-pass']"),
     "bad_option_name": (
         GOOD,
         ["-p", "comm-bucket-fusion{bogus=1}"],
-        'Provided arguments ["bogus"]',
+        "comm-bucket-fusion: unknown option bogus; options: bucket-bytes, kinds",
     ),
     "bad_option_value": (
         GOOD,
         ["-p", "comm-bucket-fusion{bucket-bytes=abc}"],
-        "Incompatible types",
+        "comm-bucket-fusion: option bucket-bytes expects an integer, got 'abc'",
     ),
     "bad_option_kind": (GOOD, ["-p", "comm-bucket-fusion{kinds=foo}"], "unknown kind(s) foo"),
     "negative_bucket": (
@@ -145,3 +165,19 @@ def test_bad_flags_of_every_tool_give_one_line(tool: str) -> None:
     assert res.returncode == 1
     assert res.stderr.count("error:") == 1, res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--world-size", "0"], "lancet-opt: error: argument --world-size: must be >= 1, got 0"),
+        (["--overlap-slowdown", "abc"], "lancet-opt: error: argument --overlap-slowdown: invalid float value: 'abc'"),
+        (["--no-such-flag"], "lancet-opt: error: unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_lancet_opt_flag_errors_are_one_line(flags: list[str], expected: str, tmp_path: Path) -> None:
+    src = tmp_path / "good.mlir"
+    src.write_text(GOOD)
+    res = run_tool(["lancet-opt", str(src), *flags])
+    assert res.returncode == 1
+    assert res.stderr == expected + "\n"

@@ -65,9 +65,11 @@ def test_simulate_pass_writes_hand_computed_times() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("simulate{comm-streams=0}", "simulate: number of comm streams"),
-        ("simulate{overlap-slowdown=0.5}", "simulate: overlap slowdown"),
-        ("lancet-schedule{overlap-slowdown=0.9}", "lancet-schedule: overlap slowdown"),
+        ("simulate{comm-streams=0}", "simulate: comm-streams must be >= 1, got 0"),
+        ("simulate{overlap-slowdown=0.5}", r"simulate: overlap-slowdown must be finite and >= 1\.0, got 0\.5"),
+        ("lancet-schedule{overlap-slowdown=0.9}", "lancet-schedule: overlap-slowdown must be finite"),
+        ("lancet-schedule{comm-streams=true}", "lancet-schedule: option comm-streams expects an integer, got true"),
+        ("simulate{overlap-slowdown=true}", "simulate: option overlap-slowdown expects a number, got true"),
     ],
 )
 def test_bad_pass_options(spec: str, message: str) -> None:
