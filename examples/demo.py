@@ -61,7 +61,7 @@ def main() -> None:
              "--report", str(report), *extra])
         reports[label] = json.loads(report.read_text())
     check = run(["lancet-run", "--compare", str(model), str(OUT / "schedule1.mlir"), "--ranks", "8"])
-    console.print(check.stdout.rstrip())
+    console.print(check.stdout.splitlines()[0])  # the verdict line; the table follows it
 
     base = reports["program order"]["makespan_us"]
     table = Table(title="One training iteration, H100 cost model, 8 ranks (simulated)")
