@@ -488,6 +488,11 @@ def _elementwise_partition(
     return combos
 
 
+def _elementwise_rule(ins: Sigs, outs: Sigs, params: Mapping[str, Any]) -> list[PartitionCombo]:
+    """Partition rule of the parameter-free elementwise kernels (see _elementwise_partition)."""
+    return _elementwise_partition(ins, outs)
+
+
 def _einsum_partition(spec: str, ins: Sigs) -> list[PartitionCombo]:
     """Partition rule of a contraction `spec` such as "mk,kn->mn" (linear in each input).
 
@@ -666,7 +671,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: 
         infer=_broadcast_infer,
         flops=_per_element(1),
         numpy=run,
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         doc=doc,
     )
 
@@ -721,7 +726,7 @@ register(
         infer=_unary_same_infer,
         flops=_per_element(1),
         numpy=lambda xs, p: _cast([xs[0] * xs[0].dtype.type(p["alpha"])], _dtype_of(xs[0])),
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         doc="(x) -> alpha * x (e.g. gradient averaging, attention scaling)",
     )
 )
@@ -959,7 +964,7 @@ register(
         infer=_unary_same_infer,
         flops=_per_element(8),
         numpy=_gelu_numpy,
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         role="fwd",
         doc="(x) -> 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
     )
@@ -973,7 +978,7 @@ register(
         infer=_gelu_dx_infer,
         flops=_per_element(14),
         numpy=_gelu_dx_numpy,
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         role="dx",
         doc="(dy, x) -> dy · gelu'(x) (tanh approximation)",
     )
@@ -1564,7 +1569,7 @@ register(
         infer=_same_as_first_infer(("param", "grad"), 1),
         flops=_per_element(2),
         numpy=_sgd_numpy,
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         role="update",
         doc="(param, grad; lr) -> param - lr * grad",
     )
@@ -1578,7 +1583,7 @@ register(
         infer=_adam_infer,
         flops=_per_element(12),
         numpy=_adam_numpy,
-        partition=lambda ins, outs, p: _elementwise_partition(ins, outs),
+        partition=_elementwise_rule,
         role="update",
         doc="(param, grad, m, v; lr, beta1, beta2, eps, step) -> (param', m', v'), "
         "bias-corrected Adam",

@@ -80,7 +80,8 @@ class LancetSchedulePass(CheckedOptions, ModulePass):
     Options:
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
-    Both default to the driver's settings (`--overlap-slowdown`) when not given.
+    Both default to the driver's settings (`--comm-streams`, `--overlap-slowdown`) when not
+    given.
     """
 
     name = "lancet-schedule"
