@@ -74,8 +74,9 @@ def test_partition_combos_come_from_the_registry() -> None:
 
 def test_reassembly_error_names_the_value() -> None:
     text = FWD_BWD.replace(
-        "func.return %r, %dd, %dw", "%t = comp.transpose %y {perm = array<i64: 0, 2, 1>} : "
-        "(tensor<2x8x8xf32>) -> tensor<2x8x8xf32>\n    func.return %r, %dd, %dw"
+        "func.return %r, %dd, %dw",
+        "%t = comp.transpose %y {perm = array<i64: 0, 2, 1>} : "
+        "(tensor<2x8x8xf32>) -> tensor<2x8x8xf32>\n    func.return %r, %dd, %dw",
     )
     graph = graph_of(parse(text))
     spans = plan_expert_spans(graph)
