@@ -11,6 +11,7 @@ block order once (`block_order`).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,37 +40,49 @@ def evaluate_chains(
     durations: Sequence[float],
     comp: Sequence[int],
     comm: Sequence[int],
+    resume: tuple[ChainTimes, int, int] | None = None,
 ) -> ChainTimes | None:
     """Fixed-order times of the chain pair, or None if no block order realises it.
 
     Nodes in neither chain are treated as finished at time 0 (so a sub-schedule can be
     evaluated without, e.g., the all-reduces and the optimizer updates).
+
+    `resume = (base, i, j)` re-evaluates incrementally: `base` is the evaluation of chains
+    that agree with `comp[:i]` and `comm[:j]` and in which every node of those prefixes, and
+    only those, started before the first start among `comp[i:]` and `comm[j:]` (see
+    `resume_point`). Their times are reused; only the suffixes are recomputed.
     """
     n = len(durations)
-    done = [True] * n
-    for v in comp:
-        done[v] = False
-    for v in comm:
-        done[v] = False
-    start = [0.0] * n
-    end = [0.0] * n
-    i = j = 0
+    inf = _UNSET
+    if resume is None:
+        end = [0.0] * n
+        start = [0.0] * n
+        i = j = 0
+    else:
+        base, i, j = resume
+        end = list(base.end)
+        start = list(base.start)
+    for v in comp[i:]:
+        end[v] = inf
+    for v in comm[j:]:
+        end[v] = inf
     nc, nm = len(comp), len(comm)
-    free_comp = free_comm = 0.0
+    free_comp = end[comp[i - 1]] if i else 0.0
+    free_comm = end[comm[j - 1]] if j else 0.0
     while i < nc or j < nm:
         progressed = False
         while i < nc:
             v = comp[i]
             t = free_comp
             for p in preds[v]:
-                if not done[p]:
+                e = end[p]
+                if e == inf:
                     break
-                if end[p] > t:
-                    t = end[p]
+                if e > t:
+                    t = e
             else:
                 start[v] = t
                 free_comp = end[v] = t + durations[v]
-                done[v] = True
                 i += 1
                 progressed = True
                 continue
@@ -78,14 +91,14 @@ def evaluate_chains(
             v = comm[j]
             t = free_comm
             for p in preds[v]:
-                if not done[p]:
+                e = end[p]
+                if e == inf:
                     break
-                if end[p] > t:
-                    t = end[p]
+                if e > t:
+                    t = e
             else:
                 start[v] = t
                 free_comm = end[v] = t + durations[v]
-                done[v] = True
                 j += 1
                 progressed = True
                 continue
@@ -93,6 +106,20 @@ def evaluate_chains(
         if not progressed:
             return None
     return ChainTimes(start, end, max(free_comp, free_comm))
+
+
+_UNSET = float("inf")
+
+
+def resume_point(
+    times: ChainTimes, comp: Sequence[int], comm: Sequence[int], changed_from: float
+) -> tuple[ChainTimes, int, int]:
+    """`resume` for `evaluate_chains` after a change that only touches ops starting at or
+    after `changed_from`: the first positions of each chain whose start is >= it."""
+    start = times.start
+    i = bisect.bisect_left(comp, changed_from, key=start.__getitem__)
+    j = bisect.bisect_left(comm, changed_from, key=start.__getitem__)
+    return times, i, j
 
 
 def split_chains(is_comm: Sequence[bool], order: Sequence[int]) -> tuple[list[int], list[int]]:
