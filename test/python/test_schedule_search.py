@@ -77,7 +77,8 @@ def test_incremental_evaluation_matches_full() -> None:
 
     full = evaluate_chains(p.preds, p.durations, moved, comm)
     again = evaluate_chains(p.preds, p.durations, moved, comm, resume_point(base, comp, comm, base.start[1]))
-    assert full is not None and again is not None
+    assert full is not None
+    assert again is not None
     assert (again.start, again.end, again.makespan_us) == (full.start, full.end, full.makespan_us)
 
 
