@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lancet_mlir"
 LAYERS = [
-    "support", "dialects", "graph", "profile", "sim", "partition", "importers", "passes", "models",
+    "support", "dialects", "graph", "profile", "sim", "optimize", "partition", "importers", "passes", "models",
     "runtime", "tools",
 ]  # fmt: skip
 IMPORT = re.compile(r"^\s*(?:from|import) lancet_mlir\.(\w+)")
