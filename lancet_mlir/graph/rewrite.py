@@ -9,10 +9,12 @@ from xdsl.ir import Attribute, Block, Operation
 
 from lancet_mlir.dialects.comm import AllToAllVOp
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.support.errors import OpError
 
 
-class ScheduleError(ValueError):
-    """A schedule that is not a valid topological order of its block."""
+class ScheduleError(OpError, ValueError):
+    """A schedule that is not a valid topological order of its block (`op`: the first op
+    that uses a value before its definition, when known)."""
 
 
 def apply_order(graph: DataflowGraph, order: Sequence[int]) -> bool:
@@ -61,7 +63,7 @@ def check_dominance(module: ModuleOp) -> None:
             late = graph.ops[graph.preds[bad][-1]]
             values = ", ".join(f"%{r.name_hint}" for r in late.results if r.name_hint)
             what = f"a result of '{_name(late)}'" + (f" ({values})" if values else "")
-            raise ScheduleError(f"'{_name(op)}' uses {what} before its definition")
+            raise ScheduleError(f"'{_name(op)}' uses {what} before its definition", op)
 
 
 # annotations that describe one op's own timing and are meaningless for a fused op

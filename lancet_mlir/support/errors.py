@@ -3,11 +3,30 @@ one-line rendering of any exception that CLIs print."""
 
 from __future__ import annotations
 
-from xdsl.utils.exceptions import ParseError
+from xdsl.dialects.builtin import FileLineColLoc
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import ParseError, PassFailedException
 
 
 class UserError(Exception):
     """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
+
+
+class OpError(PassFailedException):
+    """A problem with one op of the input, raised by a check or a pass.
+
+    A DiagnosticException, so `xdsl-opt --verify-diagnostics` prints its message as one
+    line; `op` lets lancet-opt's `--verify-diagnostics` place it on the op's source line. The
+    message starts with the op's location when the op carries one (`loc("f.mlir":3:5)`).
+    """
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        self.op = op
+        location = op.location if op is not None else None
+        if isinstance(location, FileLineColLoc):
+            where = f"{location.filename.data}:{location.line.data}:{location.column.data}"
+            message = f"{where}: {message}"
+        super().__init__(message)
 
 
 def one_line(exc: BaseException) -> str:

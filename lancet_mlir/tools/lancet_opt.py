@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import io
+import sys
 from collections.abc import Sequence
 from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.utils.exceptions import ParseError
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
@@ -28,7 +29,7 @@ from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import write_atomic
-from lancet_mlir.tools import opt_outputs
+from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
 
@@ -89,13 +90,13 @@ class LancetOptMain(xDSLOptMain):
             return None
         if self.args.world_size is not None:
             module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
-        if not self.args.verify_diagnostics:
-            check_dominance(module)
+        check_dominance(module)
         return module
 
     def apply_passes(self, prog: ModuleOp) -> None:
+        before = opt_outputs.before_pipeline(prog, self.args)
         super().apply_passes(prog)
-        opt_outputs.after_pipeline(self.ctx, prog, self.args)
+        opt_outputs.after_pipeline(self.ctx, prog, self.args, before)
 
     # ---- output: nothing is written to -o unless everything succeeded ------------------------
     def prepare_output(self) -> IO[str]:
@@ -110,8 +111,68 @@ class LancetOptMain(xDSLOptMain):
 
             run_on_rank0_and_broadcast(self)
             return
-        super().run()
+        if self.args.verify_diagnostics:
+            self.run_verify_diagnostics()
+        else:
+            super().run()
         self.commit_output()
+
+    # ---- --verify-diagnostics: MLIR's meaning ------------------------------------------------
+    def run_verify_diagnostics(self) -> None:
+        """Check every chunk's diagnostics against its `expected-*` annotations.
+
+        The IR of chunks that produce no diagnostic is printed as usual. Mismatches are
+        printed one per line on stderr and end the run with exit code 1 (nothing written
+        to `-o`)."""
+        chunks, _ = self.prepare_input()
+        output = self.prepare_output()
+        problems: list[str] = []
+        name = self.get_input_name()
+        for i, (chunk, offset) in enumerate(chunks):
+            text = chunk.read().decode("utf-8", errors="replace")
+            chunk.close()
+            if i > 0:
+                output.write("// -----\n")
+            produced, module = self._diagnose(text, name, offset)
+            if module is not None:
+                output.write(self.output_resulting_program(module))
+            problems += diagnostics.match(
+                diagnostics.parse_expectations(text, offset), produced, name
+            )
+        if output is not sys.stdout:
+            output.close()
+        else:
+            output.flush()
+        if problems:
+            self._pending_output = None  # nothing is written to -o on a mismatch
+            for line in problems:
+                sys.stderr.write(f"lancet-opt: error: {line}\n")
+            raise SystemExit(1)
+
+    def _diagnose(
+        self, text: str, name: str, offset: int
+    ) -> tuple[list[diagnostics.Diagnostic], ModuleOp | None]:
+        """Parse, verify and transform one chunk; its diagnostics, and the module when
+        there were none."""
+        parser = diagnostics.LocatingParser(self.ctx, text, name)
+        try:
+            module = parser.parse_module(not self.args.no_implicit_module)
+        except ParseError as exc:
+            return [diagnostics.parse_error_diagnostic(exc, offset)], None
+        except (DiagnosticException, ValueError) as exc:  # an attribute rejected while parsing
+            return [diagnostics.parser_position_diagnostic(parser, exc, offset)], None
+        lines = diagnostics.OpLines(parser.op_spans, offset)
+        if self.args.world_size is not None:
+            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
+        found = diagnostics.verifier_diagnostics(module, lines)
+        if found:
+            return found, None
+        try:
+            check_dominance(module)
+            self.apply_passes(module)
+        except (UserError, DiagnosticException, ValueError) as exc:
+            return [diagnostics.exception_diagnostic(exc, lines)], None
+        return [], module
 
     def commit_output(self) -> None:
         """Atomically write the buffered `-o` output (temp file + rename)."""

@@ -1,0 +1,192 @@
+"""MLIR-style `--verify-diagnostics` for lancet-opt.
+
+The input carries its expected diagnostics as comments, as in mlir-opt:
+
+```mlir
+// expected-error@+1 {{result #0 shape [4] must equal operand shape [8]}}
+%r = comm.allreduce %x : (tensor<8xf32>) -> tensor<4xf32>
+```
+
+`expected-<kind>` with kind `error`, `warning`, `note` or `remark` names a diagnostic on the
+comment's own line; `@+N` / `@-N` move N lines down / up, `@above` / `@below` one line, and
+`@unknown` (a lancet-mlir extension) names a diagnostic that has no source location (e.g. a
+pass error about a whole module). The text between `{{` and `}}` must be a substring of the
+message. Every produced diagnostic must be expected and every expectation produced, else
+lancet-opt prints one line per mismatch (`file:line: unexpected error: ...` or
+`file:line: expected error "..." was not produced`) and exits with code 1.
+
+Diagnostics are the parse error, every op that fails verification, a use before its
+definition, and the error of the first failing pass, each at the line of the op it is about.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.lexer import Span
+
+from lancet_mlir.support.errors import one_line
+
+KINDS = ("error", "warning", "note", "remark")
+_EXPECT = re.compile(
+    r"//\s*expected-(error|warning|note|remark)(?:@(above|below|unknown|[+-]\d+))?\s*\{\{(.*?)\}\}"
+)
+UNKNOWN_LINE = 0
+"""The line of a diagnostic without a source location (matched by `@unknown`)."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One diagnostic lancet-opt produced: kind, absolute line (UNKNOWN_LINE if none), text."""
+
+    kind: str
+    line: int
+    message: str
+
+
+@dataclass
+class Expectation:
+    """One `expected-<kind>@... {{text}}` annotation and whether a diagnostic matched it."""
+
+    kind: str
+    line: int
+    text: str
+    matched: bool = field(default=False, compare=False)
+
+
+def parse_expectations(text: str, line_offset: int = 0) -> list[Expectation]:
+    """Every annotation in `text` (a chunk starting `line_offset` lines into its file)."""
+    found: list[Expectation] = []
+    for index, source in enumerate(text.splitlines()):
+        here = line_offset + index + 1
+        for m in _EXPECT.finditer(source):
+            kind, where, body = m.group(1), m.group(2), m.group(3)
+            found.append(Expectation(kind, _target_line(here, where), body))
+    return found
+
+
+def _target_line(here: int, where: str | None) -> int:
+    if where is None:
+        return here
+    if where == "above":
+        return here - 1
+    if where == "below":
+        return here + 1
+    if where == "unknown":
+        return UNKNOWN_LINE
+    return here + int(where)
+
+
+def match(
+    expectations: list[Expectation], diagnostics: list[Diagnostic], filename: str
+) -> list[str]:
+    """Pair diagnostics with expectations (same kind and line, text a substring of the
+    message); one problem line per unexpected diagnostic and per unmet expectation."""
+    problems: list[str] = []
+    for diag in diagnostics:
+        hit = next(
+            (e for e in expectations
+             if not e.matched and e.kind == diag.kind and e.line == diag.line
+             and e.text in diag.message),
+            None,
+        )  # fmt: skip
+        if hit is not None:
+            hit.matched = True
+            continue
+        problems.append(f"{_where(filename, diag.line)}: unexpected {diag.kind}: {diag.message}")
+    for e in expectations:
+        if not e.matched:
+            problems.append(
+                f'{_where(filename, e.line)}: expected {e.kind} "{e.text}" was not produced'
+            )
+    return problems
+
+
+def _where(filename: str, line: int) -> str:
+    return f"{filename}:{line}" if line != UNKNOWN_LINE else f"{filename}:<unknown location>"
+
+
+class LocatingParser(Parser):
+    """An xDSL parser that remembers where each op starts (for diagnostics).
+
+    Only the token's span is kept per op; the line is computed for the few ops a
+    diagnostic names (computing every op's line while parsing would be quadratic).
+    """
+
+    def __init__(self, ctx: Context, text: str, name: str) -> None:
+        super().__init__(ctx, text, name)
+        self.op_spans: dict[Operation, Span] = {}
+
+    def parse_operation(self) -> Operation:  # noqa: D102 - xDSL API
+        start = self._current_token.span
+        op = super().parse_operation()
+        self.op_spans[op] = start
+        return op
+
+    def current_span(self) -> Span:
+        """The span of the token the parser is at."""
+        return self._current_token.span
+
+
+@dataclass
+class OpLines:
+    """Maps the ops of one parsed chunk to their absolute line numbers."""
+
+    spans: dict[Operation, Span]
+    line_offset: int
+
+    def line_of(self, op: Operation | None) -> int:
+        """The line `op` was parsed from, or UNKNOWN_LINE (an op a pass created)."""
+        while op is not None:
+            span = self.spans.get(op)
+            if span is not None:
+                return span.get_location().line + self.line_offset
+            op = None
+        return UNKNOWN_LINE
+
+
+def parse_error_diagnostic(exc: ParseError, line_offset: int) -> Diagnostic:
+    """The diagnostic of a parse error, at its span's line."""
+    line = exc.span.get_location().line + line_offset
+    text = exc.msg.strip().splitlines()[0] if exc.msg.strip() else "parse error"
+    return Diagnostic("error", line, text)
+
+
+def parser_position_diagnostic(
+    parser: LocatingParser, exc: BaseException, line_offset: int
+) -> Diagnostic:
+    """The diagnostic of an error raised inside the parser that is not a ParseError (an
+    attribute's own verifier): at the line the parser had reached."""
+    line = parser.current_span().get_location().line + line_offset
+    return Diagnostic("error", line, one_line(exc))
+
+
+def verifier_diagnostics(module: ModuleOp, lines: OpLines) -> list[Diagnostic]:
+    """One error per op that fails verification, in textual order (ops verified one by
+    one, not nested, so each failure is reported at its own op)."""
+    found: list[Diagnostic] = []
+    for op in _walk(module):
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as exc:
+            found.append(Diagnostic("error", lines.line_of(op), one_line(exc)))
+    return found
+
+
+def _walk(module: ModuleOp) -> Iterator[Operation]:
+    yield from module.walk()
+
+
+def exception_diagnostic(exc: BaseException, lines: OpLines) -> Diagnostic:
+    """The diagnostic of an error raised while checking or transforming the module: at the
+    line of the op it names (attribute `op`, set by lancet-mlir's OpError), else unknown."""
+    op = getattr(exc, "op", None)
+    return Diagnostic("error", lines.line_of(op if isinstance(op, Operation) else None),
+                      one_line(exc))  # fmt: skip
