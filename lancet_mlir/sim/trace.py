@@ -15,11 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categories, save_figure
 from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
-from lancet_mlir.support.files import atomic_path
-
-COMPUTE_COLOR = "#4C72B0"
-COMM_COLOR = "#DD8452"
 
 
 def stream_name(stream: int) -> str:
@@ -107,52 +104,39 @@ def merge_traces(traces: Sequence[dict]) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
-# ---- Gantt chart -------------------------------------------------------------------------------
+# ---- Gantt chart (drawn by sim/gantt.py) ------------------------------------------------------
 def gantt_png(
     path: str,
     graph: GraphLike,
     durations: Sequence[float],
     timeline: Timeline,
     title: str = "simulated timeline",
+    window: Window | None = None,
 ) -> None:
-    """Draw one row per stream (compute blue, communication orange) into a PNG file."""
+    """Draw one row per stream, every op coloured by its category (see sim/gantt.py)."""
     if len(durations) != len(timeline):
         raise ValueError("durations and timeline sizes differ")
-    gantt_png_blocks(path, [("", timeline)], title=title)
+    block = GanttBlock("", timeline, op_categories(graph), op_names(graph))
+    save_figure(gantt_figure([block], title, window), path)
 
 
 def gantt_png_blocks(
-    path: str, blocks: Sequence[tuple[str, Timeline]], title: str = "simulated timeline"
+    path: str,
+    blocks: Sequence[tuple[str, Timeline] | GanttBlock],
+    title: str = "simulated timeline",
+    window: Window | None = None,
 ) -> None:
-    """Draw several timelines (label, timeline) as stacked groups of stream rows.
+    """Draw several timelines as stacked groups of stream rows, written atomically.
 
-    Each stream is one `broken_barh` call, so 10k+ ops draw quickly. Written atomically.
+    A bare (label, timeline) pair has no IR: its ops are drawn as "compute" or
+    "collective" by stream and named "op <i>".
     """
-    import matplotlib
+    save_figure(gantt_figure([_as_block(b) for b in blocks], title, window), path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    rows: list[tuple[str, list[tuple[float, float]], str]] = []
-    for label, tl in blocks:
-        for s in range(tl.num_comm_streams + 1):
-            spans = [(tl.start[i], tl.end[i] - tl.start[i]) for i in tl.chains[s]
-                     if tl.end[i] > tl.start[i]]
-            name = f"{label}: {stream_name(s)}" if label else stream_name(s)
-            rows.append((name, spans, COMPUTE_COLOR if s == COMPUTE_STREAM else COMM_COLOR))
-    fig, ax = plt.subplots(figsize=(14, 1.2 + 0.45 * len(rows)))
-    try:
-        for y, (_, spans, color) in enumerate(reversed(rows)):
-            ax.broken_barh(spans, (y + 0.1, 0.8), facecolors=color, edgecolor="none")
-        ax.set_yticks([y + 0.5 for y in range(len(rows))])
-        ax.set_yticklabels([name for name, _, _ in reversed(rows)])
-        ax.set_ylim(0, max(1, len(rows)))
-        makespan = max((tl.makespan_us for _, tl in blocks), default=0.0)
-        ax.set_xlim(0, makespan if makespan > 0 else 1.0)
-        ax.set_xlabel("time (µs)")
-        ax.set_title(title)
-        fig.tight_layout()
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=100)
-    finally:
-        plt.close(fig)
+def _as_block(block: tuple[str, Timeline] | GanttBlock) -> GanttBlock:
+    if isinstance(block, GanttBlock):
+        return block
+    label, tl = block
+    cats = ["compute" if s == COMPUTE_STREAM else "collective" for s in tl.stream]
+    return GanttBlock(label, tl, cats, [f"op {i}" for i in range(len(tl))])

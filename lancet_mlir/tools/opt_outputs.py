@@ -45,7 +45,12 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--report", default=None, metavar="FILE",
                        help="write a JSON report (makespan_us, compute_us, comm_us, exposed_comm_us, ...)")
     group.add_argument("--gantt", default=None, metavar="FILE.png",
-                       help="draw the simulated timeline with matplotlib")
+                       help="draw the simulated timeline with matplotlib (ops coloured by kind)")
+    group.add_argument("--gantt-compare", default=None, metavar="FILE.png",
+                       help="draw the input's and the output's timelines on one time axis")
+    group.add_argument("--gantt-window", default=None, metavar="START:END",
+                       help="zoom the Gantt pictures to a time range, e.g. 2ms:5ms or 300:900 "
+                       "(µs); either side may be empty")
     group.add_argument("--mpi", action="store_true",
                        help="under mpiexec: optimize on rank 0 and broadcast the result")
 
@@ -78,7 +83,25 @@ def configure(args: argparse.Namespace) -> None:
     _configure_simulator(args)
 
 
-def after_pipeline(ctx: Context, module: ModuleOp, args: argparse.Namespace) -> None:
+def before_pipeline(module: ModuleOp, args: argparse.Namespace) -> list[BlockResult] | None:
+    """With `--gantt-compare`, simulate the input module (before any pass) and return it."""
+    if not getattr(args, "gantt_compare", None):
+        return None
+    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.profile.cost_model import active_cost_model
+
+    _check_output_path("gantt-compare", args.gantt_compare)
+    _gantt_window(args)  # a bad window fails before any pass runs
+    slowdown = _checked_slowdown(getattr(args, "overlap_slowdown", None))
+    return simulate_module(module, active_cost_model(), overlap_slowdown=slowdown)
+
+
+def after_pipeline(
+    ctx: Context,
+    module: ModuleOp,
+    args: argparse.Namespace,
+    before: list[BlockResult] | None = None,
+) -> None:
     """Write the requested outputs about the final schedule.
 
     If `--timeline`, `--report` or `--gantt` is given, every block of the final module is
@@ -91,7 +114,9 @@ def after_pipeline(ctx: Context, module: ModuleOp, args: argparse.Namespace) -> 
       `compute_us`, `comm_us`, `exposed_comm_us`, `overlap_us`, `lower_bound_us`, ...; the
       functions are taken to run one after the other, so times add up), per-function and
       nested-block entries, the cost model's notes, the pipeline and the input file;
-    * `--gantt FILE.png`: one group of stream rows per function body.
+    * `--gantt FILE.png`: one group of stream rows per function body;
+    * `--gantt-compare FILE.png`: `before` (the input's simulation, from before_pipeline)
+      above the final schedule, on one time axis. `--gantt-window` zooms both pictures.
     Files are written atomically. With `--split-input-file` the last chunk's outputs win.
     Finally, if the passes or the outputs costed ops at 0 for lack of any timing information,
     one summary warning names them on stderr.
@@ -101,6 +126,8 @@ def after_pipeline(ctx: Context, module: ModuleOp, args: argparse.Namespace) -> 
     paths = {flag: getattr(args, flag, None) for flag in ("timeline", "report", "gantt")}
     if any(paths.values()):
         _write_outputs(module, args, paths, active_cost_model())
+    if before is not None and getattr(args, "gantt_compare", None):
+        _write_gantt_compare(args.gantt_compare, before, module, args)
     active_cost_model().warn_unknown("lancet-opt")
 
 
@@ -190,12 +217,49 @@ def _report(
 
 
 def _write_gantt(path: str, results: Sequence[BlockResult], args: argparse.Namespace) -> None:
-    from lancet_mlir.sim.trace import gantt_png_blocks
+    from lancet_mlir.sim.gantt import gantt_figure, save_figure
 
-    shown = [r for r in results if r.top_level] or list(results)
+    shown = _shown(results)
     total = sum(r.timeline.makespan_us for r in shown)
     title = f"{getattr(args, 'input_file', None) or 'stdin'}: makespan {total:.1f} µs"
-    gantt_png_blocks(path, [(r.label, r.timeline) for r in shown], title=title)
+    save_figure(gantt_figure(_gantt_blocks(shown), title, _gantt_window(args)), path)
+
+
+def _write_gantt_compare(
+    path: str, before: Sequence[BlockResult], module: ModuleOp, args: argparse.Namespace
+) -> None:
+    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.profile.cost_model import active_cost_model
+    from lancet_mlir.sim.gantt import compare_figure, save_figure
+
+    slowdown = _checked_slowdown(getattr(args, "overlap_slowdown", None))
+    after = simulate_module(module, active_cost_model(), overlap_slowdown=slowdown)
+    pipeline = getattr(args, "passes", "") or "no passes"
+    title = f"{getattr(args, 'input_file', None) or 'stdin'}: input vs after {pipeline}"
+    fig = compare_figure(_gantt_blocks(_shown(before)), _gantt_blocks(_shown(after)), title,
+                         _gantt_window(args), names=("input", "after " + pipeline))  # fmt: skip
+    save_figure(fig, path)
+
+
+def _shown(results: Sequence[BlockResult]) -> list[BlockResult]:
+    return [r for r in results if r.top_level] or list(results)
+
+
+def _gantt_blocks(results: Sequence[BlockResult]) -> list:
+    from lancet_mlir.sim.gantt import GanttBlock, op_categories
+    from lancet_mlir.sim.trace import op_names
+
+    return [GanttBlock(r.label, r.timeline, op_categories(r.graph), op_names(r.graph))
+            for r in results]  # fmt: skip
+
+
+def _gantt_window(args: argparse.Namespace):  # noqa: ANN202 - sim.gantt.Window | None
+    text = getattr(args, "gantt_window", None)
+    if text is None:
+        return None
+    from lancet_mlir.sim.gantt import parse_window
+
+    return parse_window(text)
 
 
 def _write_json(path: str, data: dict, indent: int | None) -> None:
