@@ -1,9 +1,10 @@
 """`lancet-profile measure`: time every distinct op key of a module on a real back-end.
 
 For each distinct op key (`keys.op_key`) of the module's compute ops, the back-end runs the
-kernel `warmup` times unmeasured and then `iters` times measured; the samples are averaged
-by the profile layer (`ProfileDB.add_samples` with no further warm-up cut, i.e.
-`average_samples`' symmetric trim) into a ProfileDB. Back-ends:
+kernel `warmup` times unmeasured and then `iters` times measured, in rounds over all keys
+(see `measure_with_stats`), with BLAS threads pinned; each key's samples are summarized by
+`robust.robust_summary` (outliers rejected, then the profile layer's trimmed mean) into a
+ProfileDB. Back-ends:
 
 * `cpu` (`numpy_backend.py`): the kernel registry's numpy implementation, wall-clock time;
 * `cuda` (`cuda_backend.py`): the same implementations on CuPy arrays, timed with CUDA events
@@ -133,7 +134,42 @@ def synthetic_inputs(op: Operation, seed: int) -> list[np.ndarray]:
     return out
 
 
+@dataclass
+class MeasureStats:
+    """How a measurement went: rounds done, run-to-run spread, time spent, outliers."""
+
+    keys: int = 0
+    rounds: int = 0
+    """Rounds completed for every key."""
+    spread: float = 0.0
+    """Run-to-run spread of the iteration total: (max - min) / median over the rounds."""
+    seconds: float = 0.0
+    rejected: int = 0
+    """Samples dropped as outliers, over all keys."""
+    budget_hit: bool = False
+    """True when --max-seconds stopped the measurement before `iters` runs per key."""
+
+
+def round_sizes(iters: int, rounds: int, budget: bool) -> list[int]:
+    """Timed runs per key in each round: `iters` split into `rounds` near-equal parts; with a
+    time budget the first round times each key once, so every key is measured early."""
+    if budget and iters > 1:
+        return [1, *round_sizes(iters - 1, max(1, rounds - 1), False)]
+    rounds = max(1, min(rounds, iters))
+    base, extra = divmod(iters, rounds)
+    return [base + (1 if r < extra else 0) for r in range(rounds)]
+
+
 def measure_module(
+    module: ModuleOp, backend: Backend, **options: Any
+) -> tuple[ProfileDB, OpCatalog]:
+    """Measure every measurable op key of `module` with `backend` (options: see
+    `measure_with_stats`)."""
+    db, cat, _ = measure_with_stats(module, backend, **options)
+    return db, cat
+
+
+def measure_with_stats(
     module: ModuleOp,
     backend: Backend,
     *,
@@ -141,26 +177,69 @@ def measure_module(
     iters: int = 20,
     seed: int = 0,
     world_size: int | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[ProfileDB, OpCatalog]:
-    """Measure every measurable op key of `module` with `backend`."""
+    rounds: int = 3,
+    max_seconds: float | None = None,
+    threads: int | None = 1,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[ProfileDB, OpCatalog, MeasureStats]:
+    """Measure every measurable op key of `module` with `backend`; also say how it went.
+
+    The keys are measured in rounds (every key once per round, `iters` runs split over
+    the rounds, the warm-up in the first), so a slow phase of the machine hits all keys
+    alike and the rounds give the run-to-run spread. With `max_seconds`, every key is timed
+    once and then further rounds run while time is left. BLAS threads are pinned to
+    `threads` (threadpoolctl; None leaves them alone). Each key's samples are summarized by
+    `robust.robust_summary` (outliers rejected, trimmed mean); the profile metadata records
+    the statistic, the per-key median and spread, and `measure_stats` how the run went.
+    `progress(done, total, key)` is called after each key of each round.
+    """
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    from lancet_mlir.profile.robust import robust_summary, round_spread
+
     if iters < 1:
         raise UserError(f"--iters must be >= 1, got {iters}")
     if warmup < 0:
         raise UserError(f"--warmup must be >= 0, got {warmup}")
     cat = catalog_ops(module)
+    sizes = round_sizes(iters, rounds, max_seconds is not None)
+    samples: dict[str, list[list[float]]] = {key: [] for key in cat.measurable}
+    stats = MeasureStats(keys=len(cat.measurable))
+    began = time.monotonic()
+    prepared: dict[str, Callable[[], Any]] = {}
+    limits = {} if threads is None else {"limits": threads}
+    with threadpool_limits(**limits):  # type: ignore[arg-type]
+        for r, size in enumerate(sizes):
+            if r > 0 and _over(began, max_seconds):
+                stats.budget_hit = True
+                break
+            for n, (key, op) in enumerate(cat.measurable.items()):
+                if r > 0 and _over(began, max_seconds):
+                    stats.budget_hit = True
+                    break
+                samples[key].append(_time_key(backend, prepared, key, op, seed,
+                                              warmup if r == 0 else 0, size))  # fmt: skip
+                if progress is not None:
+                    progress(r * len(cat.measurable) + n + 1, len(sizes) * len(cat.measurable), key)
+            else:
+                stats.rounds = r + 1
+                continue
+            break
+    stats.seconds = time.monotonic() - began
     db = ProfileDB()
-    for n, (key, op) in enumerate(cat.measurable.items()):
-        if progress is not None:
-            progress(f"[{n + 1}/{len(cat.measurable)}] {key}")
-        try:
-            fn = backend.prepare(op, synthetic_inputs(op, seed))
-            samples = backend.time(fn, warmup, iters)
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - name the op key that failed
-            raise UserError(f"{key}: {backend.name} back-end failed: {one_line(exc)}") from exc
-        db.add_samples(key, samples, warmup=0)  # warm-up runs were not recorded at all
+    per_key: dict[str, dict[str, float | int]] = {}
+    for key, parts in samples.items():
+        robust = robust_summary([x for part in parts for x in part])
+        db.entries[key] = robust.entry
+        stats.rejected += robust.rejected
+        per_key[key] = {"median_us": round(robust.median_us, 3), "spread": round(robust.spread, 4),
+                        "rejected": robust.rejected}  # fmt: skip
+    totals = [
+        sum(_median(parts[r]) for parts in samples.values()) for r in range(stats.rounds)
+    ]
+    stats.spread = round_spread(totals)
     db.metadata.update(backend.metadata())
     db.metadata.update(
         {
@@ -170,11 +249,57 @@ def measure_module(
             "iters": iters,
             "seed": seed,
             "collectives": "not measured (use comm tables)",
+            "statistic": STATISTIC,
+            "blas_threads": threads if threads is not None else "not pinned",
+            "rounds": stats.rounds,
+            "run_to_run_spread": round(stats.spread, 4),
+            "max_seconds": max_seconds,
+            "budget_exhausted": stats.budget_hit,
+            "key_stats": per_key,
         }
     )
     if world_size is not None:
         db.metadata["world_size"] = world_size
-    return db, cat
+    return db, cat, stats
+
+
+STATISTIC = (
+    "mean after rejecting samples beyond 3.5 scaled MADs of the median and trimming 6.25% "
+    "at each end (profile/robust.py)"
+)
+
+
+def _over(began: float, max_seconds: float | None) -> bool:
+    import time
+
+    return max_seconds is not None and time.monotonic() - began >= max_seconds
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
+
+
+def _time_key(
+    backend: Backend,
+    prepared: dict[str, Callable[[], Any]],
+    key: str,
+    op: Operation,
+    seed: int,
+    warmup: int,
+    iters: int,
+) -> list[float]:
+    """`iters` timed runs of one key (prepared once, on first use)."""
+    try:
+        fn = prepared.get(key)
+        if fn is None:
+            fn = prepared[key] = backend.prepare(op, synthetic_inputs(op, seed))
+        return backend.time(fn, warmup, iters)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - name the op key that failed
+        raise UserError(f"{key}: {backend.name} back-end failed: {one_line(exc)}") from exc
 
 
 # ---- the command ---------------------------------------------------------------------------------
@@ -248,13 +373,66 @@ def measure_command(args: argparse.Namespace) -> int:
     _check_output(args.output)  # before measuring, which may take minutes
     module = _load(args.module)
     backend = make_backend(args.backend)
-    db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
-                             seed=args.seed, world_size=_world_size(module, args.world_size))
+    db, cat, stats = _measure_with_progress(module, backend, args, announce=True)
     db.metadata["source"] = _source_name(args.module)
     _write(db, args.output)
+    sys.stderr.write(f"{TOOL}: {summary_line(stats)}\n")
     for note in _notes(cat, args.backend):
         sys.stderr.write(f"{TOOL}: note: {note}\n")
     return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "warmup": args.warmup,
+        "iters": args.iters,
+        "seed": args.seed,
+        "rounds": getattr(args, "rounds", 3),
+        "max_seconds": getattr(args, "max_seconds", None),
+        "threads": getattr(args, "threads", 1) or None,
+    }
+
+
+def _measure_with_progress(
+    module: ModuleOp, backend: Backend, args: argparse.Namespace, *, announce: bool
+) -> tuple[ProfileDB, OpCatalog, MeasureStats]:
+    """Measure with a progress bar on a terminal; `announce` says up front what it will do."""
+    from lancet_mlir.support.progress import ProgressBar
+
+    options = _options(args)
+    keys = len(catalog_ops(module).measurable)
+    if announce:
+        sys.stderr.write(f"{TOOL}: {plan_line(keys, backend.name, options)}\n")
+        sys.stderr.flush()
+    rounds = len(round_sizes(options["iters"], options["rounds"], options["max_seconds"] is not None))
+    with ProgressBar("measuring", keys * rounds) as bar:
+        return measure_with_stats(module, backend, world_size=_world_size(module, args.world_size),
+                                  progress=bar.update, **options)  # fmt: skip
+
+
+def plan_line(keys: int, backend: str, options: dict[str, Any]) -> str:
+    """What measure is about to do: keys, runs, rounds, threads, budget."""
+    threads = options["threads"]
+    pinned = f"BLAS threads pinned to {threads}" if threads else "BLAS threads not pinned"
+    budget = f", at most {options['max_seconds']:g} s" if options["max_seconds"] is not None else ""
+    rounds = len(round_sizes(options["iters"], options["rounds"], options["max_seconds"] is not None))
+    return (
+        f"measuring {keys} op key{'s' if keys != 1 else ''} on {backend}: {options['warmup']} "
+        f"warm-up + {options['iters']} timed runs each in {rounds} round"
+        f"{'s' if rounds != 1 else ''}{budget}; {pinned}"
+    )
+
+
+def summary_line(stats: MeasureStats) -> str:
+    """How the measurement went, in one line."""
+    line = f"measured {stats.keys} op keys in {stats.seconds:.1f} s"
+    if stats.rounds >= 2:
+        line += f"; run-to-run spread of the iteration total {stats.spread:.1%} over {stats.rounds} rounds"
+    if stats.rejected:
+        line += f"; {stats.rejected} outlier sample{'s' if stats.rejected != 1 else ''} rejected"
+    if stats.budget_hit:
+        line += "; --max-seconds reached: some keys have fewer runs than --iters"
+    return line
 
 
 def _check_output(output: str | None) -> None:
@@ -296,6 +474,7 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     rank = comm.Get_rank()
     db: ProfileDB | None = None
     cat = OpCatalog()
+    stats = MeasureStats()
     error: str | None = None
     try:
         if args.module == "-":
@@ -304,8 +483,7 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
             _check_output(args.output)
         module = _load(args.module)
         backend = make_backend(args.backend, rank)
-        db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
-                                 seed=args.seed, world_size=_world_size(module, args.world_size))
+        db, cat, stats = _measure_with_progress(module, backend, args, announce=rank == 0)
         db.metadata["source"] = _source_name(args.module)
     except Exception as exc:  # noqa: BLE001 - every rank must hear of it
         error = one_line(exc)
@@ -316,6 +494,7 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     if rank == 0:
         try:
             _write(synced, args.output)
+            sys.stderr.write(f"{TOOL}: rank 0 {summary_line(stats)}\n")
             for note in _notes(cat, args.backend):
                 sys.stderr.write(f"{TOOL}: note: {note}\n")
         except Exception as exc:  # noqa: BLE001

@@ -2,8 +2,8 @@
 
 Each measured run is timed with `time.perf_counter_ns` around one call of the kernel's numpy
 function (the arrays are prepared beforehand, so allocation of the inputs is not timed; the
-outputs' allocation is, as on a GPU). numpy may use several threads for BLAS calls: set
-`OMP_NUM_THREADS`/`OPENBLAS_NUM_THREADS` to pin it when comparing profiles.
+outputs' allocation is, as on a GPU). `measure` pins numpy's BLAS threads (threadpoolctl,
+`--threads`, default 1) around the whole measurement.
 """
 
 from __future__ import annotations

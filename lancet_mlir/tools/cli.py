@@ -65,3 +65,11 @@ non_negative_int = _bounded(int, 0, "an integer")
 """argparse type: an integer >= 0."""
 non_negative_float = _bounded(float, 0.0, "a number")
 """argparse type: a finite number >= 0."""
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = non_negative_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value

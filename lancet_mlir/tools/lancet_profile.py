@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_int
+from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_float, positive_int
 from lancet_mlir.tools.errors import UserError, run_cli
 
 if TYPE_CHECKING:
@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of the random inputs (default 0)")
     p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                    help="override the module's lancet.world_size")
+    p.add_argument("--rounds", type=positive_int, default=3,
+                   help="split the timed runs into rounds over all keys; the rounds give the "
+                   "run-to-run spread")
+    p.add_argument("--max-seconds", type=positive_float, default=None, metavar="S",
+                   help="time budget: every key is timed once, then rounds run while time is left")
+    p.add_argument("--threads", type=non_negative_int, default=1, metavar="N",
+                   help="BLAS threads during measurement (threadpoolctl); 0 leaves them alone")
 
     p = sub.add_parser("sync", help="average profiles over MPI ranks (run under mpiexec)")
     p.add_argument("input", help="this rank's profile; '{rank}' is replaced by the rank")
