@@ -19,7 +19,9 @@ so no kernel produces NaN, e.g. Adam's square root); integers (ids, labels) in
 so that every index is valid.
 
 Under mpiexec every rank measures (the cuda back-end on GPU `rank % device count`) and the
-ranks' profiles are averaged with `mpi_sync.sync_profile`; rank 0 writes the result.
+ranks' profiles are averaged with `mpi_sync.sync_profile`; rank 0 writes the result. With
+`{rank}` in `-o` every rank writes its own profile instead (for a later `sync`); without
+mpiexec `{rank}` is 0.
 """
 
 from __future__ import annotations
@@ -370,6 +372,8 @@ def measure_command(args: argparse.Namespace) -> int:
 
     if under_mpiexec():
         return _measure_mpi(args)
+    if args.output is not None and "{rank}" in args.output:
+        args.output = args.output.replace("{rank}", "0")  # one process is rank 0
     _check_output(args.output)  # before measuring, which may take minutes
     module = _load(args.module)
     backend = make_backend(args.backend)
@@ -468,6 +472,20 @@ def _measure_mpi(args: argparse.Namespace) -> int:
         raise SystemExit(1) from None
 
 
+def _write_per_rank(db: ProfileDB, pattern: str, comm: Any) -> int:
+    """`-o 'prof.{rank}.json'` under mpiexec: every rank writes its own (unaveraged) profile,
+    ready for `lancet-profile sync`."""
+    from lancet_mlir.profile.mpi_sync import raise_if_any_failed
+
+    error = None
+    try:
+        db.save(pattern.replace("{rank}", str(comm.Get_rank())))
+    except Exception as exc:  # noqa: BLE001 - every rank must hear of it
+        error = one_line(exc)
+    raise_if_any_failed(comm, error)
+    return 0
+
+
 def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     from lancet_mlir.profile.mpi_sync import raise_if_any_failed, sync_profile
 
@@ -489,6 +507,8 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
         error = one_line(exc)
     raise_if_any_failed(comm, error)
     assert db is not None
+    if args.output is not None and "{rank}" in args.output:
+        return _write_per_rank(db, args.output, comm)
     synced = sync_profile(db, comm)
     error = None
     if rank == 0:

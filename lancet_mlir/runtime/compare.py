@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from lancet_mlir.runtime.executor import (
     ExecResult,
+    Progress,
     all_rank_inputs,
     check_world_size,
     execute,
@@ -161,10 +162,12 @@ def compare_modules(
     func: str | None = None,
     inputs: Mapping[int, Sequence[np.ndarray]] | None = None,
     comm: Any = None,
+    progress: Progress | None = None,
 ) -> CompareResult:
     """Run `a` and `b` (modules or file paths) on the same inputs and compare the outputs.
 
-    With an mpi4py `comm`, each process compares its own rank's outputs.
+    With an mpi4py `comm`, each process compares its own rank's outputs. `progress(done,
+    total, op)` counts the ops of both runs.
     """
     ma, mb = _as_module(a), _as_module(b)
     check_same_signature(ma, mb, func, (_label(a, "the first module"), _label(b, "the second module")))
@@ -172,6 +175,17 @@ def compare_modules(
         # draw the inputs once for both runs (and replicated ones once for all ranks)
         check_world_size(ma, ranks)
         inputs = all_rank_inputs(select_function(ma, func), range(ranks), seed=seed)
-    ra = execute(ma, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
-    rb = execute(mb, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
+    first = second = None
+    if progress is not None:
+        total = sum(len(select_function(m, func).body.block.ops) for m in (ma, mb))
+        offset = len(select_function(ma, func).body.block.ops)
+
+        def first(done: int, _: int, op: str) -> None:
+            progress(done, total, op)
+
+        def second(done: int, _: int, op: str) -> None:
+            progress(offset + done, total, op)
+
+    ra = execute(ma, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm, progress=first)
+    rb = execute(mb, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm, progress=second)
     return compare_results(ra, rb, rtol=rtol, atol=atol)

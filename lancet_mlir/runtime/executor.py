@@ -20,7 +20,7 @@ their last use, so big graphs run in bounded memory.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +40,9 @@ from lancet_mlir.runtime.values import (
     shape_and_dtype,
 )
 from lancet_mlir.support.errors import UserError, one_line
+
+Progress = Callable[[int, int, str], None]
+"""A progress callback: (ops done, ops in total, the op just run)."""
 
 TIME_ATTR = "lancet.time_us"
 
@@ -225,9 +228,10 @@ def opaque_results(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarr
 class ReferenceExecutor:
     """Runs one function over the local ranks of a `Collectives` back-end."""
 
-    def __init__(self, func: FuncOp, comm: Collectives):
+    def __init__(self, func: FuncOp, comm: Collectives, progress: Progress | None = None):
         self.func = func
         self.comm = comm
+        self.progress = progress
         self.block = func.body.block
         self.ops = list(self.block.ops)
         self.last_use = _last_uses(self.ops)
@@ -244,6 +248,8 @@ class ReferenceExecutor:
             env[arg] = [np.asarray(inputs[k][n]) for k in range(nlocal)]
         for position, op in enumerate(self.ops):
             if isinstance(op, ReturnOp):
+                if self.progress is not None:
+                    self.progress(len(self.ops), len(self.ops), op.name)
                 return [[env[v][k] for v in op.operands] for k in range(nlocal)]
             args = [_lookup(env, v, op) for v in op.operands]
             per_rank = [[a[k] for a in args] for k in range(nlocal)]
@@ -252,6 +258,8 @@ class ReferenceExecutor:
                 env[res] = [self._checked(op, n, results[k][n], k) for k in range(nlocal)]
             for v in self.last_use.get(position, ()):
                 env.pop(v, None)
+            if self.progress is not None:
+                self.progress(position + 1, len(self.ops), op.name)
         raise UserError(f"@{self.func.sym_name.data}: the body does not end with func.return")
 
     def _run_op(self, op: Operation, per_rank: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
@@ -333,8 +341,11 @@ def execute(
     func: str | None = None,
     inputs: Mapping[int, Sequence[np.ndarray]] | None = None,
     comm: Any = None,
+    progress: Progress | None = None,
 ) -> ExecResult:
     """Run a function of `module` and return every local rank's results.
+
+    `progress(done, total, op name)` is called after each op (for a progress bar).
 
     Without `comm`, `ranks` ranks are simulated in this process. With an mpi4py communicator
     (or an `MpiCollectives`), this process is one rank of the MPI world and `ranks` is
@@ -347,8 +358,8 @@ def execute(
         if ranks < 1:
             raise UserError(f"--ranks must be >= 1, got {ranks}")
         check_world_size(module, ranks)
-        return _execute_local(module, backend, seed, func, inputs)
-    return _execute_guarded(module, backend, seed, func, inputs)
+        return _execute_local(module, backend, seed, func, inputs, progress)
+    return _execute_guarded(module, backend, seed, func, inputs, progress)
 
 
 def _backend(comm: Any, ranks: int) -> Collectives:
@@ -365,9 +376,10 @@ def _execute_local(
     seed: int,
     func_name: str | None,
     inputs: Mapping[int, Sequence[np.ndarray]] | None,
+    progress: Progress | None = None,
 ) -> ExecResult:
     func = select_function(module, func_name)
-    executor = ReferenceExecutor(func, backend)
+    executor = ReferenceExecutor(func, backend, progress)
     try:
         backend.prepare(executor.collective_ops())
     except collectives.CollectiveError as exc:
@@ -389,6 +401,7 @@ def _execute_guarded(
     seed: int,
     func_name: str | None,
     inputs: Mapping[int, Sequence[np.ndarray]] | None,
+    progress: Progress | None = None,
 ) -> ExecResult:
     """An MPI run: any local failure is reported at the next agreement (never a hang)."""
     from lancet_mlir.runtime.mpi import MpiCollectives, RankFailure
@@ -396,7 +409,7 @@ def _execute_guarded(
     assert isinstance(backend, MpiCollectives)
     try:
         check_world_size(module, backend.world_size, "the MPI world")
-        return _execute_local(module, backend, seed, func_name, inputs)
+        return _execute_local(module, backend, seed, func_name, inputs, progress)
     except RankFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - reported to every rank, then raised there

@@ -6,7 +6,8 @@ Chrome trace (`chrome_trace`): one complete event (`"ph": "X"`) per op whose dur
 `process_name`), `tid` is the stream: 0 = compute, 1..k = communication streams, named by
 `thread_name` metadata events "compute", "comm 1", ... . `ts`/`dur` are µs, the trace
 format's unit. `name` is the op name plus its first result's name (`comp.matmul %y`); `args`
-hold the op key, the node index, the stream and, for collectives, the payload bytes.
+hold the op key, the node index, the stream, for collectives the payload bytes, and (from
+lancet-opt) the `time_source` of the op's time (profile/time_source.py).
 Open the file in https://ui.perfetto.dev or chrome://tracing.
 """
 
@@ -56,8 +57,10 @@ def chrome_trace(
     *,
     pid: int = 0,
     process_name: str | None = None,
+    sources: Sequence[str] | None = None,
 ) -> dict:
-    """The Chrome/Perfetto trace of `timeline` (see the module docstring for the layout)."""
+    """The Chrome/Perfetto trace of `timeline` (see the module docstring for the layout);
+    `sources` (per node) adds each event's `time_source` to its args."""
     n = len(timeline)
     if len(durations) != n or len(graph.preds) != n:
         raise ValueError("graph, durations and timeline sizes differ")
@@ -81,6 +84,8 @@ def chrome_trace(
             args["op_key"] = keys[i]
         if graph.is_comm[i] and payload is not None:
             args["bytes"] = payload[i]
+        if sources is not None:
+            args["time_source"] = sources[i]
         events.append({
             "name": labels[i],
             "cat": "comm" if graph.is_comm[i] else "compute",

@@ -29,6 +29,7 @@ from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import write_atomic
+from lancet_mlir.support.provenance import lancet_mlir_version
 from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
@@ -41,7 +42,7 @@ PIPELINE_ALIASES: dict[str, str] = {
 class LancetOptMain(xDSLOptMain):
     """xDSLOptMain with lancet-mlir registered, cost-model options and safe output."""
 
-    version_format = "lancet-opt (lancet-mlir) built on xdsl {xdsl_version}"
+    version_format = f"lancet-opt (lancet-mlir {lancet_mlir_version()}) built on xdsl {{xdsl_version}}"
 
     def __init__(self, args: Sequence[str] | None = None):
         self._pending_output: io.StringIO | None = None

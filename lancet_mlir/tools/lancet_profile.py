@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("module", metavar="module.mlir", help="module to measure ('-' reads stdin)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="profile JSON to write (default: stdout)")
+                   help="profile JSON to write (default: stdout); '{rank}' in it: under mpiexec "
+                   "every rank writes its own, unaveraged profile")
     p.add_argument("--warmup", type=non_negative_int, default=5,
                    help="unmeasured warm-up runs per op (default 5)")
     p.add_argument("--iters", type=positive_int, default=20,

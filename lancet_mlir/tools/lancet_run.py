@@ -89,17 +89,22 @@ def _run_local(args: argparse.Namespace) -> int:
     from lancet_mlir.runtime.executor import execute
     from lancet_mlir.runtime.loader import load_module
     from lancet_mlir.runtime.results import print_summary, save_npz
+    from lancet_mlir.support.progress import ProgressBar
 
     ranks = args.ranks or 1
     if args.compare is not None:
         from lancet_mlir.runtime.compare import compare_modules
 
         a, b = (load_module(p) for p in args.compare)
-        result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
-                                 atol=args.atol, func=args.func, inputs=_inputs(args))
+        with ProgressBar("comparing", 1) as bar:
+            result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
+                                     atol=args.atol, func=args.func, inputs=_inputs(args),
+                                     progress=bar.update)  # fmt: skip
         return _report_compare(result, args)
     loaded = load_module(args.module)
-    res = execute(loaded.module, ranks=ranks, seed=args.seed, func=args.func, inputs=_inputs(args))
+    with ProgressBar("running", 1) as bar:
+        res = execute(loaded.module, ranks=ranks, seed=args.seed, func=args.func,
+                      inputs=_inputs(args), progress=bar.update)  # fmt: skip
     if args.save is not None:
         save_npz(args.save, res.flat())
     else:

@@ -146,9 +146,11 @@ def _write_outputs(
     slowdown = _checked_slowdown(getattr(args, "overlap_slowdown", None))
     results = simulate_module(module, cost_model, overlap_slowdown=slowdown)
     if paths["timeline"]:
-        _write_json(paths["timeline"], _timeline_trace(results), indent=None)
+        _write_json(paths["timeline"], _timeline_trace(results, cost_model), indent=None)
     if paths["report"]:
-        _write_json(paths["report"], _report(results, cost_model.notes, args), indent=2)
+        report = _report(results, cost_model.notes, args)
+        report.update(_how_costed(results, cost_model))
+        _write_json(paths["report"], report, indent=2)
     if paths["gantt"]:
         _write_gantt(paths["gantt"], results, args)
 
@@ -179,14 +181,51 @@ def _checked_slowdown(value: float | None) -> float | None:
     return value
 
 
-def _timeline_trace(results: Sequence[BlockResult]) -> dict:
-    """One trace process per simulated block (pid = its position in module order)."""
+def _timeline_trace(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
+    """One trace process per simulated block (pid = its position in module order); each
+    event's args name where its time came from (`time_source`)."""
+    from lancet_mlir.profile.time_source import time_source
     from lancet_mlir.sim.trace import chrome_trace, merge_traces
 
     return merge_traces([
-        chrome_trace(r.graph, r.durations, r.timeline, pid=k, process_name=r.label)
+        chrome_trace(r.graph, r.durations, r.timeline, pid=k, process_name=r.label,
+                     sources=[time_source(cost_model, op) for op in r.graph.ops])
         for k, r in enumerate(results)
     ])
+
+
+def _shipped_table(cost_model: CostModel) -> list[str]:
+    """The comm table shipped for the device (lancet_mlir/data), if it has one."""
+    from lancet_mlir.profile.fileio import data_path
+
+    name = cost_model.device.comm_table
+    return [str(data_path(name))] if name else []
+
+
+def _how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
+    """The report's account of how it was costed: tool versions, the cost model's input
+    files with their content hashes, and per time source how many ops of the function
+    bodies took their time from it."""
+    from lancet_mlir.profile.time_source import count_sources
+    from lancet_mlir.support.provenance import (
+        describe_files,
+        lancet_mlir_version,
+        xdsl_version,
+    )
+
+    cfg = cost_model.config
+    top = [r for r in results if r.top_level]
+    return {
+        "provenance": {
+            "lancet_mlir_version": lancet_mlir_version(),
+            "xdsl_version": xdsl_version(),
+            "device": cost_model.device.name,
+            "device_comm_table": describe_files(_shipped_table(cost_model)),
+            "profiles": describe_files(cfg.profiles),
+            "comm_tables": describe_files(cfg.comm_tables),
+        },
+        "time_sources": count_sources(cost_model, [op for r in top for op in r.graph.ops]),
+    }
 
 
 _TOTAL_KEYS = (

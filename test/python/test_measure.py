@@ -190,3 +190,15 @@ def test_cuda_backend_measures_on_the_gpu() -> None:
     assert all(e.mean_us > 0 for e in db.entries.values())
     assert db.metadata["backend"] == "cuda"
     backend.close()
+
+
+def test_measure_under_mpi_with_rank_in_output_writes_one_profile_per_rank(tmp_path: Path) -> None:
+    pattern = str(tmp_path / "prof.{rank}.json")
+    proc = _profile_cli(str(DATA / "moe_step_w1.mlir"), "--iters", "2", "--warmup", "0",
+                        "-o", pattern, mpi=2)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prof.0.json", "prof.1.json"]
+    for rank in (0, 1):
+        doc = json.loads((tmp_path / f"prof.{rank}.json").read_text())
+        assert "synced_ranks" not in doc["metadata"]  # each rank's own, not averaged
+        assert all(e["count"] <= 2 for e in doc["entries"].values())

@@ -117,11 +117,18 @@ def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert "run-to-run spread of the iteration total" in lines[1]
     assert "━" not in piped.stderr
     # a pseudo-terminal: the bar is drawn on stderr
+    seen = _stderr_on_a_terminal([*argv, "-o", str(tmp_path / "b.json")])
+    assert "measuring" in seen
+    assert "━" in seen
+    assert "/9" in seen  # "done/total" of 3 keys x 3 rounds
+
+
+def _stderr_on_a_terminal(argv: list[str]) -> str:
+    """Run `argv` with stderr on a pseudo-terminal (stdout discarded); what it drew there."""
     master, slave = pty.openpty()
     try:
         env = dict(os.environ, COLUMNS="100", TERM="xterm")
-        proc = subprocess.Popen([*argv, "-o", str(tmp_path / "b.json")], stderr=slave,
-                                stdout=subprocess.DEVNULL, env=env)  # fmt: skip
+        proc = subprocess.Popen(argv, stderr=slave, stdout=subprocess.DEVNULL, env=env)
         os.close(slave)
         chunks = []
         while True:
@@ -135,7 +142,16 @@ def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
         assert proc.wait(timeout=120) == 0
     finally:
         os.close(master)
-    seen = b"".join(chunks).decode("utf-8", errors="replace")
-    assert "measuring" in seen
-    assert "━" in seen
-    assert "/9" in seen  # "done/total" of 3 keys x 3 rounds
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_lancet_run_compare_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text(THREE_MATMULS)
+    argv = ["lancet-run", "--compare", str(src), str(src)]
+    piped = run_tool(argv)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == ""  # nothing drawn into a pipe
+    seen = _stderr_on_a_terminal([str(BIN / argv[0]), *argv[1:]])
+    assert "comparing" in seen
+    assert "8/8" in seen  # 4 ops (3 matmuls and the return) of each of the two runs
