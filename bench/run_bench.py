@@ -43,9 +43,9 @@ from lancet_mlir.attrs import CLUSTER, DEVICE
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.importers.stablehlo import graph_block, import_stablehlo
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.passes.import_stablehlo import graph_block, import_stablehlo
 from lancet_mlir.passes.simulate import BlockResult, simulate_graph
 from lancet_mlir.profile.clusters import cluster_names, get_cluster
 from lancet_mlir.profile.cost_model import CostModel
