@@ -157,7 +157,8 @@ def test_pass_is_deterministic_across_hash_seeds(tmp_path) -> None:
     [
         ("dw-schedule{comm-streams=0}", "dw-schedule: comm-streams must be >= 1, got 0"),
         ("dw-schedule{overlap-slowdown=abc}", "dw-schedule: option overlap-slowdown expects a number, got 'abc'"),
-        ("dw-schedule{window=3}", "dw-schedule: unknown option window; options: comm-streams, overlap-slowdown"),
+        ("dw-schedule{window=3}", "dw-schedule: unknown option window; options: device, cluster, profile, comm-table, "
+         "gpus-per-node, network-gbps, comm-streams, overlap-slowdown"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, spec: str, message: str) -> None:
