@@ -31,6 +31,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import write_atomic
 from lancet_mlir.tools import opt_outputs
+from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
 
 PIPELINE_ALIASES: dict[str, str] = {
@@ -72,6 +73,7 @@ class LancetOptMain(xDSLOptMain):
                 help=f"run '{pipeline}' (before any -p passes)",
             )
         opt_outputs.register_arguments(group)
+        show_defaults(arg_parser)
 
     # ---- pipeline ------------------------------------------------------------------------------
     def setup_pipeline(self) -> None:

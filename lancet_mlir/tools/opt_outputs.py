@@ -51,14 +51,14 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable; "
                        "sets lancet.profile")
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
-                       help="measured collective times (CSV, nccl-tests log or XLA perf table); "
-                       "repeatable; sets lancet.comm_table")
+                       help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
+                       "collective perf table (docs/formats.md); repeatable; sets lancet.comm_table")
     group.add_argument("--device", default=None, metavar="NAME",
-                       help=f"GPU of every rank: {', '.join(device_names())} (default: the "
-                       "cluster's, else h100); sets lancet.device")
+                       help=f"GPU of every rank, one of: {', '.join(device_names())} (default: "
+                       "the cluster's, else h100); sets lancet.device")
     group.add_argument("--cluster", default=None, metavar="NAME",
-                       help=f"cluster preset: {', '.join(cluster_names())} (device, GPUs per "
-                       "node, network); sets lancet.cluster")
+                       help=f"cluster preset (device, GPUs per node, network), one of: "
+                       f"{', '.join(cluster_names())}; sets lancet.cluster")
     group.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
                        help="GPUs per NVLink domain (default: the cluster's / device's); "
                        "sets lancet.gpus_per_node")
