@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers import parse, run_tool
 
-from lancet_mlir.profile.cost_model import CostModel, cost_config_from_args
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.profile.time_source import count_sources, time_source
 
 # one op per source: attribute (time_us), profile (the key in PROFILE), table (h100 ships an
@@ -41,7 +41,7 @@ def test_time_source_of_each_op(tmp_path: Path) -> None:
     module = parse(STEP)
     ops = [op for op in module.walk() if op.parent_block() is not None
            and op.name not in ("func.func", "func.return")]  # fmt: skip
-    model = CostModel.from_config(cost_config_from_args(profiles=[str(_profile(tmp_path))]))
+    model = CostModel.from_config(CostConfig(profiles=(str(_profile(tmp_path)),)))
     assert [time_source(model, op) for op in ops] == [
         "attribute", "profile", "table", "roofline", "zero"]
     assert model.op_time_us(ops[1]) == 11.0  # the profile really is what the model uses
