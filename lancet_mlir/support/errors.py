@@ -10,6 +10,11 @@ class UserError(Exception):
     """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
 
 
+class AgreedError(UserError):
+    """A failure that every rank of an MPI job has already learnt of (through an allgather or
+    broadcast), so the tool exits normally instead of aborting the job (support/mpi_job.py)."""
+
+
 def one_line(exc: BaseException) -> str:
     """Condense an exception into one line, with file:line:col for parse errors."""
     if isinstance(exc, ParseError):

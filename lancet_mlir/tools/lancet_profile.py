@@ -10,6 +10,7 @@
     lancet-profile show prof.json
     lancet-profile merge a.json b.json -o ab.json
 
+`-` as an input reads stdin, `-o -` writes stdout; an output may not be one of the inputs.
 File formats: docs/formats.md. Errors end with one line on stderr and exit code 1.
 """
 
@@ -124,6 +125,30 @@ def _emit(text: str, output: str | None) -> None:
     write_atomic(output, text)
 
 
+def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse and check the command line (on every rank under mpiexec, before any collective)."""
+    args = build_parser().parse_args(argv)
+    _check_paths(args)
+    if args.command == "measure":
+        from lancet_mlir.profile.measure import check_measure_args
+
+        check_measure_args(args)
+    return args
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Declare the inputs and check `-o` before any work: an output never replaces an input."""
+    from lancet_mlir.support.files import check_output_folder, declare_inputs
+
+    inputs = [getattr(args, name, None) for name in ("module", "input")]
+    inputs += [*getattr(args, "logs", []), *getattr(args, "inputs", [])]
+    inputs = [p for p in inputs if p]
+    declare_inputs(*inputs)
+    output = getattr(args, "output", None)
+    if output is not None and "{rank}" not in output:
+        check_output_folder(output, "-o", inputs)
+
+
 # ---- subcommands ---------------------------------------------------------------------------------
 def cmd_measure(args: argparse.Namespace) -> int:
     """Delegate to the measurement back-ends."""
@@ -137,17 +162,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from lancet_mlir.profile.mpi_sync import load_and_sync, raise_if_any_failed
+    from lancet_mlir.support.files import commit_outputs
+    from lancet_mlir.support.mpi_job import fault_point
 
     comm = MPI.COMM_WORLD
     db = load_and_sync(args.input, comm)
     rank = comm.Get_rank()
     error = None
-    if "{rank}" in args.output or rank == 0:
-        try:
-            db.save(args.output.replace("{rank}", str(rank)))
-        except UserError as exc:
-            error = str(exc)
+    try:
+        fault_point("write")
+        if "{rank}" in args.output or rank == 0:
+            db.save(args.output.replace("{rank}", str(rank)))  # staged until all agree
+    except UserError as exc:
+        error = str(exc)
     raise_if_any_failed(comm, error)
+    commit_outputs()
     return 0
 
 
@@ -333,7 +362,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-profile`."""
 
     def body() -> int:
-        args = build_parser().parse_args(argv)
+        from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint
+
+        args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
         return COMMANDS[args.command](args)
 
     run_cli(TOOL, body)

@@ -9,7 +9,8 @@ lancet-run --compare a.mlir b.mlir --ranks 4 # same inputs, outputs within toler
 
 Inputs are deterministic (`--seed`, see `lancet_mlir.runtime.values`) or read with
 `--inputs in.npz` (keys `rank<r>/<arg index>`). `--save out.npz` writes every rank's results
-under `rank<r>/<result index>`; otherwise a table of checksums is printed. Under MPI only rank
+under `rank<r>/<result index>` (`--save -`: to stdout; it may not be an input file);
+otherwise a table of checksums is printed. Under MPI only rank
 0 prints and writes; a failure on any rank ends every rank with exit code 1 and one line
 naming the failing rank.
 """
@@ -66,10 +67,27 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--save cannot be combined with --compare")
     if args.compare is not None and args.compare.count("-") > 1:
         raise UserError("--compare: stdin ('-') can hold only one of the two modules")
-    if args.save is not None:
-        from lancet_mlir.runtime.results import check_output_folder
+    from lancet_mlir.support.files import check_output_folder, declare_inputs
 
-        check_output_folder(args.save)
+    inputs = [*(args.compare or [args.module]), args.inputs]
+    declare_inputs(*inputs)
+    if args.save is not None:
+        check_output_folder(args.save, "--save", [p for p in inputs if p])
+
+
+def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line; under MPI also check what must hold before any collective."""
+    from lancet_mlir.support.mpi_job import in_mpi_job, launcher_world_size
+
+    args = build_parser().parse_args(argv)
+    size = launcher_world_size()
+    if in_mpi_job() and args.ranks is not None and args.ranks != size:
+        raise UserError(f"--ranks {args.ranks} does not match the MPI world size {size}")
+    if args.ranks is not None and not in_mpi_job():
+        from lancet_mlir.runtime.limits import check_simulated_ranks
+
+        check_simulated_ranks(args.ranks)
+    return args
 
 
 def _inputs(args: argparse.Namespace) -> Any:
@@ -135,20 +153,11 @@ def _run_mpi(args: argparse.Namespace) -> int:
     comm = world_comm()
     coll = MpiCollectives(comm, TOOL)
     try:
-        if args.ranks is not None and args.ranks != coll.world_size:
-            raise UserError(
-                f"--ranks {args.ranks} does not match the MPI world size {coll.world_size}"
-            )
         return _run_mpi_body(args, comm, coll)
-    except RankFailure as failure:
-        if coll.rank == 0:
-            raise UserError(str(failure)) from None
-        raise SystemExit(1) from None
-    except UserError:
-        # raised on every rank alike (same arguments, same module): rank 0 prints it once
+    except RankFailure as failure:  # every rank knows: rank 0 prints it once
         if coll.rank == 0:
             raise
-        raise SystemExit(1) from None
+        raise SystemExit(1) from failure
 
 
 def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
@@ -203,11 +212,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-run`."""
 
     def body() -> int:
-        from lancet_mlir.runtime.mpi import launcher_world_size
+        from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint, in_mpi_job
 
-        args = build_parser().parse_args(argv)
-        size = launcher_world_size()
-        if size is not None and size > 1:
+        args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
+        if in_mpi_job():
             return _run_mpi(args)
         _check_args(args)
         return _run_local(args)

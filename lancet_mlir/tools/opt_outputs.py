@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -46,6 +45,34 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="draw the simulated timeline with matplotlib")
     group.add_argument("--mpi", action="store_true",
                        help="under mpiexec: optimize on rank 0 and broadcast the result")
+
+
+OUTPUT_FLAGS = ("output_file", "timeline", "report", "gantt")
+"""The destinations of lancet-opt's outputs (`args` attributes); `output_file` is `-o`."""
+
+
+def check_output_paths(args: argparse.Namespace) -> None:
+    """Before any work: every output can be written, none is the input, at most one is `-`.
+
+    `args.output_file` is `-` (stdout) when `-o` was not given."""
+    from lancet_mlir.support.files import STDOUT, check_output_folder
+
+    inputs = [args.input_file] if getattr(args, "input_file", None) else []
+    given = [(flag, getattr(args, flag, None)) for flag in OUTPUT_FLAGS]
+    given = [(flag, path) for flag, path in given if path]
+    for flag, path in given:
+        check_output_folder(path, _flag_name(flag), inputs)
+    on_stdout = [_flag_name(flag) for flag, path in given if path == STDOUT]
+    if len(on_stdout) > 1:
+        what = "the IR (-o, default stdout)" if on_stdout[0] == "-o" else on_stdout[0]
+        raise UserError(
+            f"{on_stdout[1]} -: standard output already carries {what}; only one output can "
+            "go there (e.g. add -o FILE or -o /dev/null)"
+        )
+
+
+def _flag_name(dest: str) -> str:
+    return "-o" if dest == "output_file" else "--" + dest
 
 
 def configure(args: argparse.Namespace) -> None:
@@ -105,9 +132,6 @@ def _write_outputs(
     """Simulate the final module and write the requested files."""
     from lancet_mlir.passes.simulate import simulate_module
 
-    for flag, path in paths.items():
-        if path:
-            _check_output_path(flag, path)
     slowdown = _checked_slowdown(getattr(args, "overlap_slowdown", None))
     results = simulate_module(module, cost_model, overlap_slowdown=slowdown)
     if paths["timeline"]:
@@ -126,14 +150,6 @@ def _configure_simulator(args: argparse.Namespace) -> None:
         num_comm_streams=getattr(args, "comm_streams", None),
         overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None)),
     )
-
-
-def _check_output_path(flag: str, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"--{flag} {path}: folder does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"--{flag} {path}: is a folder")
 
 
 def _checked_slowdown(value: float | None) -> float | None:
