@@ -55,20 +55,28 @@ def test_outputs_of_a_failed_run_leave_every_old_file(tmp_path: Path) -> None:
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("old a")
     b.write_text("old b")
-    with pytest.raises(RuntimeError), OutputSet():
-        write_atomic(a, "new a")
-        write_atomic(b, "new b")
-        assert a.read_text() == "old a"  # staged, not yet renamed
-        raise RuntimeError("a later step fails")
+    def run() -> None:
+        with OutputSet():
+            write_atomic(a, "new a")
+            write_atomic(b, "new b")
+            assert a.read_text() == "old a"  # staged, not yet renamed
+            raise RuntimeError("a later step fails")
+
+    with pytest.raises(RuntimeError):
+        run()
     assert (a.read_text(), b.read_text()) == ("old a", "old b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]  # no temp left
 
 
 def test_ctrl_c_discards_staged_outputs(tmp_path: Path) -> None:
     a = tmp_path / "a.txt"
-    with pytest.raises(KeyboardInterrupt), OutputSet():
-        write_atomic(a, "new")
-        raise KeyboardInterrupt
+    def run() -> None:
+        with OutputSet():
+            write_atomic(a, "new")
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run()
     assert list(tmp_path.iterdir()) == []
 
 
@@ -125,7 +133,8 @@ def test_split_input_file_failure_in_a_later_chunk_writes_nothing(
     ], capsys)  # fmt: skip
     assert code == 1
     assert "uses a result of 'test.op' (%z) before its definition" not in out
-    assert "%z" in err and err.count("\n") == 1
+    assert "%z" in err
+    assert err.count("\n") == 1
     assert {name: p.read_text() for name, p in outs.items()} == dict.fromkeys(outs, "old\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlir", *sorted(outs)]
 
@@ -147,7 +156,8 @@ def test_report_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                                          "-o", str(tmp_path / "o.mlir")], capsys)
     assert (code, err) == (0, "")
     report = json.loads(out)
-    assert report["num_collectives"] == 1 and report["input"] == str(src)
+    assert report["num_collectives"] == 1
+    assert report["input"] == str(src)
     assert parse((tmp_path / "o.mlir").read_text()) is not None
 
 
@@ -228,7 +238,8 @@ def test_lancet_model_and_profile_write_stdout_with_dash(
     code, text, _ = run_main(model_main, [*argv, "-o", "-"], capsys)
     assert code == 0
     _, default_text, _ = run_main(model_main, argv, capsys)
-    assert text == default_text and "func.func" in text
+    assert text == default_text
+    assert "func.func" in text
     prof = tmp_path / "p.json"
     ProfileDB({"comp.add:f32[8]": ProfileEntry(2.0, 1, 0.0, 2.0, 2.0)}).save(prof)
     code, out, err = run_main(profile_main, ["merge", str(prof), "-o", "-"], capsys)
