@@ -177,7 +177,7 @@ def function_inputs(
     return make_inputs(arg_types, attrs, seed=seed, rank=rank)
 
 
-# ---- the interpreter ------------------------------------------------------------------------
+# ---- the reference executor ------------------------------------------------------------------
 
 
 def opaque_results(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -204,7 +204,7 @@ def opaque_results(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarr
     return outs
 
 
-class Interpreter:
+class ReferenceExecutor:
     """Runs one function over the local ranks of a `Collectives` back-end."""
 
     def __init__(self, func: FuncOp, comm: Collectives):
@@ -349,16 +349,16 @@ def _execute_local(
     inputs: Mapping[int, Sequence[np.ndarray]] | None,
 ) -> ExecResult:
     func = select_function(module, func_name)
-    interp = Interpreter(func, backend)
+    executor = ReferenceExecutor(func, backend)
     try:
-        backend.prepare(interp.collective_ops())
+        backend.prepare(executor.collective_ops())
     except collectives.CollectiveError as exc:
         raise UserError(str(exc)) from exc
     local_inputs = [
         function_inputs(func, seed=seed, rank=r, given=inputs) for r in backend.local_ranks
     ]
     try:
-        results = interp.run(local_inputs)
+        results = executor.run(local_inputs)
     except collectives.CollectiveError as exc:
         raise UserError(str(exc)) from exc
     backend.finish()

@@ -1,0 +1,48 @@
+"""Shared vocabulary of the partition library: value references, errors, annotations."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
+
+PART_ATTR = "lancet.part"
+"""Annotation holding the part index k of a partitioned copy."""
+
+ROLE_ATTR = "lancet.role"
+
+ValueRef = tuple[int, int]
+"""An op result named by (graph node, result index): stable while the IR is rewritten."""
+
+
+class PartitionError(ValueError):
+    """A planned partition cannot be applied; the message is one user-facing line."""
+
+
+def value_ref(graph: DataflowGraph, v: SSAValue) -> ValueRef | None:
+    """(node, result index) of `v` when it is a result of a node of `graph`, else None
+    (block arguments, values defined outside the block)."""
+    if not isinstance(v, OpResult):
+        return None
+    node = graph.index.get(v.op)
+    return None if node is None else (node, v.index)
+
+
+def value_of(graph: DataflowGraph, ref: ValueRef) -> SSAValue:
+    """The SSA value named by `ref`."""
+    return graph.ops[ref[0]].results[ref[1]]
+
+
+def shape_of(v: SSAValue) -> tuple[int, ...] | None:
+    """Static shape of a tensor value, else None."""
+    t = v.type
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else None
+
+
+def node_name(graph: DataflowGraph, node: int) -> str:
+    """A readable name for messages: the first result's name hint, else the op name."""
+    op: Operation = graph.ops[node]
+    if op.results and op.results[0].name_hint:
+        return op.results[0].name_hint
+    return op_display_name(op)

@@ -1,0 +1,70 @@
+"""The one place where the partitioner reads the kernel registry.
+
+Everything the partition library needs from the compute dialect (a kernel's allowed
+partition combinations, building a new kernel op, the kernel of an op and its parameters)
+goes through this module, so a change in the registry's layout is a change here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sigs
+from lancet_mlir.dialects.kernels import PARTIAL, KernelError
+
+Axis = int | str | None
+"""One entry of a partition combination: an axis, `None` (used whole) or `PARTIAL`."""
+
+Combo = tuple[tuple[Axis, ...], tuple[Axis, ...]]
+"""(input axes, output axes) of one allowed way to split an op."""
+
+__all__ = [
+    "PARTIAL",
+    "Axis",
+    "Combo",
+    "build_kernel_op",
+    "is_kernel_op",
+    "clone_kernel_op",
+    "partition_combos",
+]
+
+
+def is_kernel_op(op: Operation) -> bool:
+    """True for ops of the compute dialect (registry kernels)."""
+    return kernel_of(op) is not None
+
+
+def partition_combos(op: Operation) -> list[Combo]:
+    """The registry's allowed partition combinations of `op`, unsplit first; [] when `op`
+    is not a registry kernel or its types or parameters are unusable."""
+    kernel = kernel_of(op)
+    if kernel is None:
+        return []
+    try:
+        ins, outs = op_sigs(op)
+        combos = kernel.allowed_partitions(ins, outs, kernel_params(op))
+    except KernelError:
+        return []
+    return [(tuple(cin), tuple(cout)) for cin, cout in combos]
+
+
+def build_kernel_op(
+    kernel_name: str,
+    inputs: Sequence[SSAValue | Operation],
+    params: Mapping[str, Any] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Operation:
+    """A new detached compute op `kernel_name` (result types inferred by the registry)."""
+    return build_op(kernel_name, inputs, params, attrs)
+
+
+def clone_kernel_op(
+    op: Operation, inputs: Sequence[SSAValue], attrs: Mapping[str, Any]
+) -> Operation:
+    """A new detached op of `op`'s kernel and parameters on new `inputs` (types re-inferred)."""
+    kernel = kernel_of(op)
+    assert kernel is not None, f"{op.name} is not a compute kernel"
+    return build_op(kernel.name, inputs, kernel_params(op), attrs)

@@ -1,0 +1,103 @@
+"""The partition library (lancet_mlir.partition): plans keyed by integer node and result
+index, reassembly checks, and the chunk rewrite applied through `PartitionRewriter`."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import parse
+from xdsl.dialects.func import FuncOp
+
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import apply_order, check_dominance
+from lancet_mlir.partition import (
+    PartitionError,
+    PartitionRewriter,
+    check_reassembly,
+    plan_expert_spans,
+    value_of,
+    value_ref,
+)
+from lancet_mlir.partition.rules import PARTIAL, partition_combos
+from lancet_mlir.runtime import compare_modules
+
+FWD_BWD = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @f(%d: tensor<4x4x8xf32>, %w: tensor<2x8x8xf32>, %g: tensor<4x4x8xf32>) -> (tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<2x8x8xf32>) {
+    %x = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %y = comp.batch_matmul %x, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %r = comm.all_to_all %y split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %dy = comm.all_to_all %g concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %dx = comp.batch_matmul_dx %dy, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %dw = comp.batch_matmul_dw %x, %dy : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %dd = comm.all_to_all %dx split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    func.return %r, %dd, %dw : tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<2x8x8xf32>
+  }
+}
+"""
+
+
+def graph_of(module) -> DataflowGraph:
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return DataflowGraph.from_block(fn.body.block)
+
+
+def test_spans_are_keyed_by_node_and_result_index() -> None:
+    graph = graph_of(parse(FWD_BWD))
+    fwd, bwd = plan_expert_spans(graph)
+    # nodes: 0 x, 1 y, 2 r, 3 dy, 4 dx, 5 dw, 6 dd
+    assert (fwd.entry, fwd.exit, fwd.core, fwd.tail) == (0, 2, [1], [])
+    assert (bwd.entry, bwd.exit, bwd.core, bwd.tail) == (3, 6, [4], [5])
+    assert (fwd.axis, fwd.group, fwd.capacity, fwd.layout) == (1, 2, 4, (2, 4))
+    assert fwd.values == {(0, 0): 1, (1, 0): 1}
+    assert bwd.values == {(3, 0): 1, (4, 0): 1}
+    # dw reads the forward span's chunks of %x and the backward span's %dy; it is a partial sum
+    assert bwd.combos[5] == ((1, 1), (PARTIAL,))
+    assert bwd.nodes == [3, 6, 4, 5]
+
+
+def test_value_refs_round_trip() -> None:
+    graph = graph_of(parse(FWD_BWD))
+    dw = graph.ops[5]
+    assert value_ref(graph, dw.results[0]) == (5, 0)
+    assert value_of(graph, (5, 0)) is dw.results[0]
+    assert value_ref(graph, graph.ops[0].operands[0]) is None  # a block argument
+
+
+def test_partition_combos_come_from_the_registry() -> None:
+    graph = graph_of(parse(FWD_BWD))
+    combos = partition_combos(graph.ops[1])  # batch_matmul bmk,bkn->bmn
+    assert combos[0] == ((None, None), (None,))
+    assert ((1, None), (1,)) in combos
+    assert ((2, 1), (PARTIAL,)) in combos
+    assert partition_combos(graph.ops[0]) == []  # a collective is not a registry kernel
+
+
+def test_reassembly_error_names_the_value() -> None:
+    text = FWD_BWD.replace(
+        "func.return %r, %dd, %dw",
+        "%t = comp.transpose %y {perm = array<i64: 0, 2, 1>} : "
+        "(tensor<2x8x8xf32>) -> tensor<2x8x8xf32>\n    func.return %r, %dd, %dw",
+    )
+    graph = graph_of(parse(text))
+    spans = plan_expert_spans(graph)
+    check_reassembly(graph, spans)  # %y's dim 1 is group x capacity = 8: fine
+    spans[0].group = 3  # a layout whose chunks cannot be put back together
+    with pytest.raises(PartitionError, match="cannot reassemble 'y' from its chunks"):
+        check_reassembly(graph, spans)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_rewriter_keeps_values(n: int) -> None:
+    original = parse(FWD_BWD)
+    module = parse(FWD_BWD)
+    graph = graph_of(module)
+    spans = plan_expert_spans(graph)
+    PartitionRewriter(graph, n).rewrite(spans)
+    fixed = graph_of(module)
+    apply_order(fixed, fixed.topo_order())
+    module.verify()
+    check_dominance(module)
+    parts = [op.attributes.get("lancet.part") for op in graph_of(module).ops]
+    assert sum(p is not None for p in parts) == 7 * n  # 4 a2as, y, dx, dw per chunk
+    result = compare_modules(original, module, ranks=2)
+    assert result.ok
