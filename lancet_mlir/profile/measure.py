@@ -197,6 +197,7 @@ def _load(path: str, world_size: int | None = None) -> ModuleOp:
     from xdsl.parser import Parser
 
     from lancet_mlir.dialects import get_all_dialects
+    from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.profile.fileio import read_text
 
     fault_point("read")
@@ -213,6 +214,7 @@ def _load(path: str, world_size: int | None = None) -> ModuleOp:
             # ranks whose collective shapes need 8 does not verify with --world-size 3
             module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world_size, 64)
         module.verify()
+        check_module(module)
         fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - one line naming the file
         message = one_line(exc)

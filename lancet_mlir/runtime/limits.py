@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 
+from xdsl.ir import Operation
+
+from lancet_mlir.dialects.comm import tensor_bytes
 from lancet_mlir.support.errors import UserError
 
 MAX_SIMULATED_RANKS = 1024
@@ -59,3 +62,16 @@ def check_memory(needed: int, what: str) -> None:
             f"{what} needs about {format_bytes(needed)} of memory but only "
             f"{format_bytes(have)} is available"
         )
+
+
+def run_bytes(func: Operation, ranks: int) -> int:
+    """Bytes the reference executor holds for `ranks` ranks of `func`: every argument and op
+    result stays alive until the run ends (an upper bound of what numpy allocates)."""
+    per_rank = sum(tensor_bytes(arg.type) for arg in func.regions[0].blocks.first.args)
+    per_rank += sum(tensor_bytes(r.type) for op in func.walk() for r in op.results)
+    return per_rank * ranks
+
+
+def check_run_memory(func: Operation, ranks: int, what: str) -> None:
+    """UserError when running `func` on `ranks` local ranks would not fit in memory."""
+    check_memory(run_bytes(func, ranks), what)

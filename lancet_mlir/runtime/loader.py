@@ -50,11 +50,13 @@ class LoadedModule:
 
 def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
     """Parse and verify `text`; UserError naming `source` on any problem."""
+    from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.graph.rewrite import check_dominance
 
     try:
         module = Parser(make_context(), text, source).parse_module()
         module.verify()
+        check_module(module)
         check_dominance(module)
         fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - every parse/verify failure becomes one line

@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+MAX_COMM_STREAMS = 64
+"""Most communication streams the simulator accepts: real jobs use a handful (Lancet: 1), and
+each stream costs the simulator memory and time, so absurd counts are refused up front."""
+
 
 @dataclass(frozen=True)
 class SimOptions:
@@ -21,6 +25,11 @@ class SimOptions:
     def __post_init__(self) -> None:
         if self.num_comm_streams < 1:
             raise ValueError(f"number of comm streams must be >= 1, got {self.num_comm_streams}")
+        if self.num_comm_streams > MAX_COMM_STREAMS:
+            raise ValueError(
+                f"number of comm streams must be <= {MAX_COMM_STREAMS}, got "
+                f"{self.num_comm_streams} (real jobs use a handful; Lancet uses 1)"
+            )
         if not (math.isfinite(self.overlap_slowdown) and self.overlap_slowdown >= 1.0):
             raise ValueError(f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}")
 

@@ -21,6 +21,8 @@ def one_line(exc: BaseException) -> str:
         loc = exc.span.get_location()
         msg = exc.msg.strip().splitlines()[0] if exc.msg.strip() else "parse error"
         return f"{loc}: {msg}"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply (more levels than Python's recursion limit allows)"
     if isinstance(exc, FileNotFoundError):
         return f"{exc.filename}: no such file"
     if isinstance(exc, IsADirectoryError | PermissionError):

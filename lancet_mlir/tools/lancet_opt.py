@@ -32,6 +32,7 @@ from xdsl.utils.exceptions import ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
+from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
@@ -123,6 +124,7 @@ class LancetOptMain(xDSLOptMain):
             module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
         if not self.args.verify_diagnostics:
             with self.timer.stage("verify"):
+                check_module(module)
                 check_dominance(module)
         return module
 

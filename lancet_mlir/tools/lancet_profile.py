@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_int
+from lancet_mlir.tools.cli import ArgumentParser, non_empty, non_negative_int, positive_int
 from lancet_mlir.tools.errors import UserError, run_cli
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
     p.add_argument("input", metavar="FILE.profile")
     p.add_argument("-o", "--output", default=None, help="JSON to write (default: stdout)")
-    p.add_argument("--device", default=None, help="device to record in the metadata")
+    p.add_argument("--device", default=None, type=non_empty, help="device to record in the metadata")
 
     p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
     p.add_argument("input", metavar="FILE.csv")
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile entry order (default: key)")
     p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--device", default=None,
+    group.add_argument("--device", default=None, type=non_empty,
                        help="for an XLA perf table: the device whose rows to show (e.g. h100)")
     group.add_argument("--gpu", default=None,
                        help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _gpu_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--device", default=None, help="device name (e.g. h100)")
-    group.add_argument("--gpu", default=None, help="XLA gpu column value (e.g. sm_90)")
+    group.add_argument("--device", default=None, type=non_empty, help="device name (e.g. h100)")
+    group.add_argument("--gpu", default=None, type=non_empty, help="XLA gpu column value (e.g. sm_90)")
 
 
 def _xla_gpu(args: argparse.Namespace) -> str:

@@ -111,16 +111,29 @@ def _run_local(args: argparse.Namespace) -> int:
         from lancet_mlir.runtime.compare import compare_modules
 
         a, b = (load_module(p) for p in args.compare)
+        for path, loaded in zip(args.compare, (a, b), strict=True):
+            _check_memory(loaded.module, args.func, ranks, path)
         result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
                                  atol=args.atol, func=args.func, inputs=_inputs(args))
         return _report_compare(result, args)
     loaded = load_module(args.module)
+    _check_memory(loaded.module, args.func, ranks, args.module)
     res = execute(loaded.module, ranks=ranks, seed=args.seed, func=args.func, inputs=_inputs(args))
     if args.save is not None:
         save_npz(args.save, res.flat())
     else:
         print_summary(res, args.seed)
     return 0
+
+
+def _check_memory(module: Any, func: str | None, ranks: int, path: str) -> None:
+    """Refuse before allocating when the run's values cannot fit in memory."""
+    from lancet_mlir.runtime.executor import select_function
+    from lancet_mlir.runtime.limits import check_run_memory
+
+    chosen = select_function(module, func)
+    what = f"running @{chosen.sym_name.data} of {path} on {ranks} rank(s)"
+    check_run_memory(chosen, ranks, what)
 
 
 def _report_compare(result: Any, args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
-from lancet_mlir.tools.cli import positive_int
+from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable")
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
                        help="measured collective times (CSV); repeatable")
-    group.add_argument("--device", default=None, metavar="NAME",
+    group.add_argument("--device", default=None, metavar="NAME", type=non_empty,
                        help="device spec for the roofline model and default comm table (default h100)")
     group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                        help="override the module's lancet.world_size")
@@ -146,10 +146,13 @@ def _configure_simulator(args: argparse.Namespace) -> None:
     """`--overlap-slowdown` becomes the simulator default of every pass and output."""
     from lancet_mlir.sim.options import set_default_sim_options
 
-    set_default_sim_options(
-        num_comm_streams=getattr(args, "comm_streams", None),
-        overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None)),
-    )
+    try:
+        set_default_sim_options(
+            num_comm_streams=getattr(args, "comm_streams", None),
+            overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None)),
+        )
+    except ValueError as exc:  # the only other check is the number of streams
+        raise UserError(f"--comm-streams: {exc}") from None
 
 
 def _checked_slowdown(value: float | None) -> float | None:
