@@ -38,6 +38,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import STDOUT, OutputSet, write_atomic
 from lancet_mlir.tools import opt_outputs
+from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
 from lancet_mlir.tools.pass_timing import StageTimer
 
@@ -82,6 +83,7 @@ class LancetOptMain(xDSLOptMain):
                 help=f"run '{pipeline}' (before any -p passes)",
             )
         opt_outputs.register_arguments(group)
+        show_defaults(arg_parser)
 
     # ---- pipeline ------------------------------------------------------------------------------
     def setup_pipeline(self) -> None:

@@ -28,9 +28,11 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--profile", action="append", default=[], metavar="FILE",
                        help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable")
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
-                       help="measured collective times (CSV); repeatable")
+                       help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
+                       "collective perf table (docs/formats.md); repeatable")
     group.add_argument("--device", default=None, metavar="NAME", type=non_empty,
-                       help="device spec for the roofline model and default comm table (default h100)")
+                       help="device spec for the roofline model and default comm table, one of: "
+                       f"{', '.join(_device_names())} (default h100)")
     group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                        help="override the module's lancet.world_size")
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
@@ -73,6 +75,12 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 def _flag_name(dest: str) -> str:
     return "-o" if dest == "output_file" else "--" + dest
+
+
+def _device_names() -> list[str]:
+    from lancet_mlir.profile.devices import device_names
+
+    return device_names()
 
 
 def configure(args: argparse.Namespace) -> None:
