@@ -4,8 +4,11 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
 `--verify-diagnostics`, `--allow-unregistered-dialect`, ...). On top of them:
 
 * `--data-parallel-schedule` (alias for `-p data-parallel-schedule`, run first);
-* `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--world-size N`, `--overlap-slowdown F`:
-  the cost model every pass of the pipeline uses;
+* `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--cluster NAME`, `--gpus-per-node N`,
+  `--network-gbps F`, `--world-size N`, `--comm-streams N`, `--overlap-slowdown F`: sugar
+  for the module attributes `lancet.profile`, `lancet.comm_table`, ... that configure every
+  costing pass (a pass's own options override them; `passes/costing.py`). They are written
+  onto the module before the pipeline runs, so the output re-runs identically with `xdsl-opt`;
 * `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
 * `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank.
 
@@ -25,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, NoReturn
 
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
@@ -33,7 +36,6 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
 from lancet_mlir.dialects.checks import check_module
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import STDOUT, OutputSet, write_atomic
@@ -95,7 +97,7 @@ class LancetOptMain(xDSLOptMain):
         if self.args.output_file is None:
             self.args.output_file = STDOUT
         opt_outputs.check_output_paths(self.args)
-        opt_outputs.configure(self.args)
+        opt_outputs.check_flags(self.args)
         super().setup_pipeline()
         # our own callback: xDSL's prints --time-passes lines to stdout, ahead of the IR
         self.pipeline = PassPipeline(self.pipeline.passes, self._between_passes)
@@ -122,8 +124,7 @@ class LancetOptMain(xDSLOptMain):
             module = super().parse_chunk(chunk, file_extension, start_offset)
         if module is None:
             return None
-        if self.args.world_size is not None:
-            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
+        opt_outputs.set_module_attributes(module, self.args)
         if not self.args.verify_diagnostics:
             with self.timer.stage("verify"):
                 check_module(module)
@@ -133,7 +134,7 @@ class LancetOptMain(xDSLOptMain):
     def apply_passes(self, prog: ModuleOp) -> None:
         super().apply_passes(prog)
         with self.timer.stage("schedule outputs (--timeline, --report, --gantt)"):
-            opt_outputs.after_pipeline(self.ctx, prog, self.args)
+            opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         with self.timer.stage("print"):
