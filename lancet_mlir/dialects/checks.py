@@ -41,9 +41,8 @@ def check_module(module: ModuleOp) -> None:
 
 def _check_world_size(op: Operation, attr: Attribute) -> None:
     if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
-        raise VerifyException(
-            f"{WORLD_SIZE_ATTR} on '{op.name}' must be an integer >= 1 (e.g. 8 : i64), got {attr}"
-        )
+        where = "" if isinstance(op, ModuleOp) else f" (on '{op.name}')"
+        raise VerifyException(f"{WORLD_SIZE_ATTR}: expected an integer >= 1, got {attr}{where}")
 
 
 def _check_type(op: Operation, ty: Attribute) -> None:
