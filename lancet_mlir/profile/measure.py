@@ -41,7 +41,9 @@ from xdsl.traits import IsTerminator
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
-from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.errors import AgreedError, UserError, one_line
+from lancet_mlir.support.files import commit_outputs
+from lancet_mlir.support.mpi_job import fault_point
 
 TOOL = "lancet-profile"
 
@@ -307,24 +309,40 @@ def _time_key(
 # ---- the command ---------------------------------------------------------------------------------
 
 
-def _load(path: str) -> ModuleOp:
+def check_measure_args(args: argparse.Namespace) -> None:
+    """Checks of `measure`'s arguments that need no input (run on every rank under mpiexec)."""
+    from lancet_mlir.profile.mpi_util import under_mpiexec
+
+    if under_mpiexec() and args.module == "-":
+        raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
+    _check_output(args.output)
+
+
+def _load(path: str, world_size: int | None = None) -> ModuleOp:
     from xdsl.context import Context
     from xdsl.dialects import get_all_dialects as xdsl_dialects
     from xdsl.parser import Parser
 
     from lancet_mlir.dialects import get_all_dialects
+    from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.profile.fileio import read_text
 
-    if path == "-":  # like lancet-run: `lancet-model ... | lancet-profile measure -`
-        text, path = sys.stdin.read(), "<stdin>"
-    else:
-        text = read_text(path)
+    fault_point("read")
+    text = read_text(path)  # `-`: stdin, like lancet-run (`lancet-model ... | ... measure -`)
+    if path == "-":
+        path = "<stdin>"
     ctx = Context(allow_unregistered=True)
     for name, factory in {**xdsl_dialects(), **get_all_dialects()}.items():
         ctx.register_dialect(name, factory)
     try:
         module = Parser(ctx, text, path).parse_module()
+        if world_size is not None:
+            # verify against the world size the profile will claim: a module built for 8
+            # ranks whose collective shapes need 8 does not verify with --world-size 3
+            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world_size, 64)
         module.verify()
+        check_module(module)
+        fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - one line naming the file
         message = one_line(exc)
         raise UserError(message if message.startswith(path) else f"{path}: {message}") from exc
@@ -375,7 +393,7 @@ def measure_command(args: argparse.Namespace) -> int:
     if args.output is not None and "{rank}" in args.output:
         args.output = args.output.replace("{rank}", "0")  # one process is rank 0
     _check_output(args.output)  # before measuring, which may take minutes
-    module = _load(args.module)
+    module = _load(args.module, args.world_size)
     backend = make_backend(args.backend)
     db, cat, stats = _measure_with_progress(module, backend, args, announce=True)
     db.metadata["source"] = _source_name(args.module)
@@ -466,7 +484,7 @@ def _measure_mpi(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     try:
         return _measure_mpi_body(args, comm)
-    except UserError:
+    except AgreedError:
         if comm.Get_rank() == 0:
             raise
         raise SystemExit(1) from None
@@ -479,10 +497,11 @@ def _write_per_rank(db: ProfileDB, pattern: str, comm: Any) -> int:
 
     error = None
     try:
-        db.save(pattern.replace("{rank}", str(comm.Get_rank())))
+        db.save(pattern.replace("{rank}", str(comm.Get_rank())))  # staged until all agree
     except Exception as exc:  # noqa: BLE001 - every rank must hear of it
         error = one_line(exc)
     raise_if_any_failed(comm, error)
+    commit_outputs()
     return 0
 
 
@@ -495,11 +514,7 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     stats = MeasureStats()
     error: str | None = None
     try:
-        if args.module == "-":
-            raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
-        if rank == 0:
-            _check_output(args.output)
-        module = _load(args.module)
+        module = _load(args.module, args.world_size)
         backend = make_backend(args.backend, rank)
         db, cat, stats = _measure_with_progress(module, backend, args, announce=rank == 0)
         db.metadata["source"] = _source_name(args.module)
@@ -511,14 +526,17 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
         return _write_per_rank(db, args.output, comm)
     synced = sync_profile(db, comm)
     error = None
-    if rank == 0:
-        try:
-            _write(synced, args.output)
-            sys.stderr.write(f"{TOOL}: rank 0 {summary_line(stats)}\n")
-            for note in _notes(cat, args.backend):
-                sys.stderr.write(f"{TOOL}: note: {note}\n")
-        except Exception as exc:  # noqa: BLE001
-            error = one_line(exc)
+    try:
+        fault_point("write")
+        if rank == 0:
+            _write(synced, args.output)  # staged: committed once every rank agreed
+    except Exception as exc:  # noqa: BLE001
+        error = one_line(exc)
     raise_if_any_failed(comm, error)
+    if rank == 0:
+        commit_outputs()
+        sys.stderr.write(f"{TOOL}: rank 0 {summary_line(stats)}\n")
+        for note in _notes(cat, args.backend):
+            sys.stderr.write(f"{TOOL}: note: {note}\n")
     return 0
 
