@@ -26,9 +26,10 @@ THREE_MATMULS = """func.func @f(%a: tensor<160x160xf32>, %b: tensor<96x96xf32>, 
   func.return %x, %y, %z : tensor<160x160xf32>, tensor<96x96xf32>, tensor<128x128xf32>
 }
 """
-AGREEMENT = 0.35
-"""Documented tolerance (docs/runtime.md, "Robust measurements"): two measurements of the same module on a busy
-machine agree on the iteration total within 35%."""
+AGREEMENT = 0.5
+"""Documented tolerance (docs/runtime.md, "Robust measurements"): two measurements of the
+same module on a busy machine agree on the iteration total (sum of the keys' medians) within
+50% (the issue's two runs differed 2.5x)."""
 
 
 def test_outliers_are_rejected_by_scaled_mad() -> None:
@@ -81,7 +82,9 @@ def test_max_seconds_times_every_key_at_least_once() -> None:
 
 
 def _total(path: Path) -> float:
-    return sum(e["mean_us"] for e in json.loads(path.read_text())["entries"].values())
+    """The iteration total of a profile: the sum of its keys' medians."""
+    stats = json.loads(path.read_text())["metadata"]["key_stats"]
+    return sum(k["median_us"] for k in stats.values())
 
 
 def test_two_measurements_agree_under_a_busy_process(tmp_path: Path) -> None:
