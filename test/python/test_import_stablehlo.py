@@ -296,3 +296,38 @@ def test_collective_pattern_alone_in_a_walker() -> None:
     assert pattern.converted == len(plain)
     assert sum(1 for op in module.walk() if hlo_kind(op) == "async_start") == wrapped
     assert not any(hlo_kind(op) in HLO_COLLECTIVES for op in module.walk())
+
+
+def _one_collective(op_text: str) -> ModuleOp:
+    return parse(
+        '"func.func"() <{function_type = (tensor<4xf32>) -> tensor<8xf32>, sym_name = "f"}> ({\n'
+        "^bb0(%x: tensor<4xf32>):\n"
+        f"  %1 = {op_text} : (tensor<4xf32>) -> tensor<8xf32>\n"
+        '  "func.return"(%1) : (tensor<8xf32>) -> ()\n'
+        "}) : () -> ()\n"
+    )
+
+
+def test_missing_replica_groups_is_an_error_not_all_ranks() -> None:
+    """`replica_groups` is required in StableHLO and MHLO; before the fix a collective without
+    it silently became a whole-world collective."""
+    bad = _one_collective('"stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64}')
+    with pytest.raises(UserError, match="^stablehlo.all_gather: missing replica_groups$"):
+        import_stablehlo(bad)
+    empty = _one_collective(
+        '"stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, '
+        "replica_groups = dense<> : tensor<0x0xi64>}"
+    )
+    import_stablehlo(empty)  # empty groups still mean all ranks
+    (comm,) = [op for op in empty.walk() if isinstance(op, CollectiveOp)]
+    assert comm.properties.get("groups") is None
+
+
+@pytest.mark.parametrize("kind", ["collective_permute", "collective_broadcast"])
+def test_collectives_without_a_comm_spelling_are_rejected(kind: str) -> None:
+    """Before the fix they stayed in the graph as costed compute, hiding communication."""
+    bad = _one_collective(
+        f'"stablehlo.{kind}"(%x) {{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}'
+    )
+    with pytest.raises(UserError, match=f"^stablehlo.{kind}: unsupported collective$"):
+        import_stablehlo(bad)

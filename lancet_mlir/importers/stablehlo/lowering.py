@@ -46,6 +46,10 @@ GLUE_ATTR = "lancet.import_glue"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """HLO collective kinds (`hlo_kind`) the importer converts."""
 
+UNSUPPORTED_COLLECTIVES = ("collective_permute", "collective_broadcast", "send", "recv")
+"""HLO communication ops with no `comm` spelling: importing them as compute would hide
+communication from the scheduler, so the importer rejects them."""
+
 _REDUCTIONS = {
     "add": ReductionKind.SUM,
     "maximum": ReductionKind.MAX,
@@ -99,11 +103,13 @@ def _rewire_one(rewriter: PatternRewriter, old: SSAValue, new: list[SSAValue], w
 
 # ---- collectives ----------------------------------------------------------------------------
 def replica_groups(op: Operation) -> GroupsAttr | None:
-    """`replica_groups` as a comm groups attribute (None when empty: all ranks)."""
+    """`replica_groups` as a comm groups attribute (None when empty: all ranks). The
+    attribute is required (StableHLO and MHLO both declare it): a missing one is an error,
+    not silently "all ranks"."""
     where = op_display_name(op)
     attr = hlo_attr(op, "replica_groups")
     if attr is None:
-        return None
+        raise UserError(f"{where}: missing replica_groups")
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise UserError(f"{where}: unsupported replica_groups {attr}")
     shape = list(attr.get_shape() or ())
