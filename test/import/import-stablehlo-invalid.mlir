@@ -49,3 +49,18 @@
 }) : () -> ()
 
 // CHECK: import-stablehlo: stablehlo.async_start: async token must have exactly one user, has 0
+
+// -----
+
+// A mismatched pair: the done returns a type the wrapped collective does not compute.
+"func.func"() <{function_type = (tensor<4xf32>) -> tensor<4xf32>, sym_name = "mismatched"}> ({
+^bb0(%x: tensor<4xf32>):
+  %1 = "stablehlo.async_start"(%x) ({
+    %2 = "stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<8xf32>
+    "stablehlo.return"(%2) : (tensor<8xf32>) -> ()
+  }) : (tensor<4xf32>) -> !stablehlo.async_bundle
+  %3 = "stablehlo.async_done"(%1) : (!stablehlo.async_bundle) -> tensor<4xf32>
+  "func.return"(%3) : (tensor<4xf32>) -> ()
+}) : () -> ()
+
+// CHECK: import-stablehlo: stablehlo.async_done: returns (tensor<4xf32>) but the wrapped stablehlo.all_gather computes (tensor<8xf32>)

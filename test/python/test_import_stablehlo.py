@@ -331,3 +331,29 @@ def test_collectives_without_a_comm_spelling_are_rejected(kind: str) -> None:
     )
     with pytest.raises(UserError, match=f"^stablehlo.{kind}: unsupported collective$"):
         import_stablehlo(bad)
+
+
+def test_mismatched_async_pair_names_the_done(tmp_path: Path) -> None:
+    """Before the fix the done's uses were rewired to the comm result of another type and
+    lancet-opt failed later with func.return's type error, naming neither HLO op."""
+    text = (
+        '"func.func"() <{function_type = (tensor<4xf32>) -> tensor<4xf32>, sym_name = "f"}> ({\n'
+        "^bb0(%x: tensor<4xf32>):\n"
+        '  %1 = "stablehlo.async_start"(%x) ({\n'
+        '    %2 = "stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, '
+        "replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<8xf32>\n"
+        '    "stablehlo.return"(%2) : (tensor<8xf32>) -> ()\n'
+        "  }) : (tensor<4xf32>) -> !stablehlo.async_bundle\n"
+        '  %3 = "stablehlo.async_done"(%1) : (!stablehlo.async_bundle) -> tensor<4xf32>\n'
+        '  "func.return"(%3) : (tensor<4xf32>) -> ()\n'
+        "}) : () -> ()\n"
+    )
+    path = tmp_path / "mismatched.mlir"
+    path.write_text(text)
+    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"])
+    assert res.returncode == 1
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"lancet-opt: error: {path}: import-stablehlo: stablehlo.async_done: returns "
+        "(tensor<4xf32>) but the wrapped stablehlo.all_gather computes (tensor<8xf32>)"
+    ]
