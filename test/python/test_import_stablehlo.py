@@ -357,3 +357,19 @@ def test_mismatched_async_pair_names_the_done(tmp_path: Path) -> None:
         f"lancet-opt: error: {path}: import-stablehlo: stablehlo.async_done: returns "
         "(tensor<4xf32>) but the wrapped stablehlo.all_gather computes (tensor<8xf32>)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("op_text", "missing"),
+    [
+        ('"stablehlo.all_gather"(%x) {G}', "all_gather_dim"),
+        ('"stablehlo.all_to_all"(%x) {G, split_dimension = 0 : i64}', "concat_dimension"),
+    ],
+)
+def test_missing_dimension_attributes_are_errors(op_text: str, missing: str) -> None:
+    """The dimensions are required HLO attributes; before the fix a missing one read as 0."""
+    groups = "replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>"
+    bad = _one_collective(op_text.replace("G", groups))
+    kind = op_text.split('"')[1]
+    with pytest.raises(UserError, match=f"^{kind}: missing {missing}(\n|$)"):
+        import_stablehlo(bad)

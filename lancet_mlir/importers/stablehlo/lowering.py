@@ -143,6 +143,14 @@ def _reduction(op: Operation) -> ReductionAttr:
     return ReductionAttr(kind)
 
 
+def _required_int(op: Operation, name: str) -> int:
+    """A dimension attribute the HLO op must carry (no silent default of 0)."""
+    value = hlo_int(op, name)
+    if value is None:
+        raise UserError(f"{op_display_name(op)}: missing {name}")
+    return value
+
+
 @dataclass
 class Lowered:
     """The ops replacing one HLO collective and the tensors replacing its results."""
@@ -167,15 +175,16 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
     if kind == "all_reduce":
         comm: CollectiveOp = AllReduceOp(operands, result_types, props)
     elif kind == "all_gather":
-        props["axis"] = IntegerAttr(hlo_int(op, "all_gather_dim") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "all_gather_dim"), i64)
         comm = AllGatherOp(operands, result_types, props)
     elif kind == "reduce_scatter":
-        props["axis"] = IntegerAttr(hlo_int(op, "scatter_dimension") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "scatter_dimension"), i64)
         comm = ReduceScatterOp(operands, result_types, props)
     elif hlo_attr(op, "split_dimension") is None:
         return _lower_array_all_to_all(op, operands, groups)
     else:
-        split, concat = hlo_int(op, "split_dimension") or 0, hlo_int(op, "concat_dimension") or 0
+        split = _required_int(op, "split_dimension")
+        concat = _required_int(op, "concat_dimension")
         count = hlo_int(op, "split_count")
         if groups is not None and count is not None and count != len(groups.rank_lists[0]):
             raise UserError(f"{where}: split_count {count} differs from the group size")
