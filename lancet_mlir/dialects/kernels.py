@@ -175,7 +175,7 @@ class ParamSpec:
         if isinstance(value, ParamSpec):
             return value
         kind = bool if isinstance(value, bool) else type(value)
-        return ParamSpec(kind, tuple(value) if kind is tuple else value)
+        return ParamSpec(kind, tuple(value) if kind is tuple else value)  # pyright: ignore[reportArgumentType] - kind says tuple
 
     def check(self, name: str, value: Any) -> Any:
         """Return `value` normalised to this parameter's kind, or raise KernelError."""
@@ -198,7 +198,7 @@ class ParamSpec:
             ok = isinstance(value, str)
         if not ok:
             raise KernelError(f"parameter '{name}' expects {self.kind_name}, got {value!r}")
-        normalised = tuple(int(v) for v in value) if kind is tuple else kind(value)
+        normalised = tuple(int(v) for v in value) if kind is tuple else kind(value)  # pyright: ignore[reportGeneralTypeIssues, reportArgumentType] - checked just above
         if self.choices is not None and normalised not in self.choices:
             raise KernelError(
                 f"parameter '{name}' must be one of {', '.join(self.choices)}, got '{value}'"

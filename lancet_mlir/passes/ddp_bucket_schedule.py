@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllReduceOp
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -22,7 +23,7 @@ from lancet_mlir.graph.rewrite import (
 from lancet_mlir.passes.options import CheckedOptions, check_int
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
-ROLE_ATTR = "lancet.role"
+ROLE_ATTR = attrs.ROLE
 
 
 @dataclass(frozen=True)

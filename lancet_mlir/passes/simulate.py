@@ -12,6 +12,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 
+from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
 from lancet_mlir.passes.costing import CostOptions
@@ -19,11 +20,11 @@ from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.timeline import Timeline, evaluate_fixed_order, summarize
 
-START_ATTR = "lancet.start_us"
-END_ATTR = "lancet.end_us"
-STREAM_ATTR = "lancet.stream"
-MAKESPAN_ATTR = "lancet.makespan_us"
-EXPOSED_ATTR = "lancet.exposed_comm_us"
+START_ATTR = attrs.START_US
+END_ATTR = attrs.END_US
+STREAM_ATTR = attrs.STREAM
+MAKESPAN_ATTR = attrs.MAKESPAN_US
+EXPOSED_ATTR = attrs.EXPOSED_COMM_US
 
 _F64 = Float64Type()
 
