@@ -40,8 +40,8 @@ from lancet_mlir.tools.cli import positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
-    from lancet_mlir.passes.simulate import BlockResult
     from lancet_mlir.profile.cost_model import CostConfig
+    from lancet_mlir.sim.blocks import BlockResult
     from lancet_mlir.sim.options import SimOptions
 
 
@@ -201,7 +201,7 @@ def _write_outputs(
     costing: CostOptions,
 ) -> None:
     """Simulate the final module and write the requested files."""
-    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.sim.blocks import simulate_module
 
     for flag, path in paths.items():
         if path:
