@@ -29,7 +29,7 @@ func.func @layer(%x: tensor<64x128xf32>, %w: tensor<256x128xf32>, %g: tensor<128
 // CHECK-NEXT:    %loss = comp.cross_entropy %y, %ids : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 // CHECK-NEXT:    func.return %loss : tensor<f32>
 
-// GENERIC: %y = "comp.matmul"(%x, %w) {transpose_b = true, lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
+// GENERIC: %y = "comp.matmul"(%x, %w) <{transpose_b = true}> {lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
 // GENERIC: %loss = "comp.cross_entropy"(%y, %ids) : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 
 func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tensor<4x4x16xf32>, %p: tensor<16x4xf32>) {
@@ -53,4 +53,4 @@ func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tenso
 // CHECK-NEXT:    %np, %nm, %nv = comp.adam_update %p, %p, %z, %z {lr = 1.000000e-04 : f64, step = 2 : i64} : (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>)
 // CHECK-NEXT:    func.return
 
-// GENERIC: %z = "comp.zeros"() {shape = array<i64: 16, 4>} : () -> tensor<16x4xf32>
+// GENERIC: %z = "comp.zeros"() <{shape = array<i64: 16, 4>}> : () -> tensor<16x4xf32>
