@@ -81,6 +81,13 @@ INIT_SCALE = 0.02
 FUNC_NAME = "train_step"
 
 
+MAX_LAYERS = 4096
+"""Most layers `lancet-model` builds (about 400k ops); see `GPT2MoEConfig.validate`."""
+OPS_PER_LAYER = 100
+"""Ops per transformer layer of the generated graph (forward, backward, optimizer), roughly."""
+I64_MAX = 2**63 - 1
+
+
 @dataclass(frozen=True)
 class GPT2MoEConfig:
     """Shape and training options of a GPT-2 MoE model (per rank; see the module doc)."""
@@ -141,6 +148,26 @@ class GPT2MoEConfig:
             )
         if self.gate == "top2" and self.num_experts < 2:
             raise UserError("gpt2-moe: the top2 gate needs at least 2 experts")
+        self._validate_size()
+
+    def _validate_size(self) -> None:
+        """Refuse sizes that could only run out of memory or overflow i64 dimensions."""
+        if self.layers > MAX_LAYERS:
+            raise UserError(
+                f"gpt2-moe: layers must be <= {MAX_LAYERS}, got {self.layers} (about "
+                f"{OPS_PER_LAYER} ops per layer: larger graphs exhaust memory while being built)"
+            )
+        largest = {  # the largest tensors of the graph (elements), by what they multiply
+            "batch*seq*ffn_mult*hidden": self.tokens * self.ffn_mult * self.hidden,
+            "vocab*hidden": self.vocab * self.hidden,
+            "batch*seq*vocab": self.tokens * self.vocab,
+            "batch*heads*seq*seq": self.batch * self.heads * self.seq * self.seq,
+        }
+        for what, elements in largest.items():
+            if elements > I64_MAX:
+                raise UserError(
+                    f"gpt2-moe: a tensor of {what} = {elements} elements does not fit in i64"
+                )
 
     # ---- derived sizes ---------------------------------------------------------------------
     @property
