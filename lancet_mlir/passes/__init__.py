@@ -21,6 +21,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "program-order": ("program_order", "ProgramOrderPass"),
     "ddp-bucket-schedule": ("ddp_bucket_schedule", "DdpBucketSchedulePass"),
     "tutel-pipeline": ("tutel_pipeline", "TutelPipelinePass"),
+    "moe-partition": ("moe_partition", "MoePartitionPass"),
 }
 
 
