@@ -45,6 +45,9 @@ class PartitionedRegion:
     phases: list[int] = field(default_factory=list)
     merged: dict[ValueRef, SSAValue] = field(default_factory=dict)
     """Rebuilt value of every region result used outside the region."""
+    chunks: dict[ValueRef, tuple[Chunking, list[SSAValue]]] = field(default_factory=dict)
+    """Chunking and parts of every rebuilt (non-partial) result, for later regions."""
+    epilogue: list[Operation] = field(default_factory=list)
 
     def add(self, op: Operation, phase: int) -> Operation:
         """Record a new op and its phase."""
@@ -73,8 +76,13 @@ def _blocked(shape: Sequence[int], axis: int, groups: int, inner: int) -> tuple[
     return (*shape[:axis], groups, inner, *shape[axis + 1 :])
 
 
+Available = dict[SSAValue, dict[tuple[Chunking, int], list[SSAValue]]]
+"""Parts of values rebuilt by regions applied earlier: value -> (chunking, n) -> parts."""
+
+
 class _Builder:
-    def __init__(self, graph: DataflowGraph, solution: AxisSolution, n: int):
+    def __init__(self, graph: DataflowGraph, solution: AxisSolution, n: int, available: Available):
+        self.available = available
         self.graph = graph
         self.options = solution.options
         self.out = PartitionedRegion(solution.nodes, n)
@@ -90,7 +98,12 @@ class _Builder:
         for i in self.out.nodes:
             for j, res in enumerate(self.graph.ops[i].results):
                 if any(use.operation not in self.originals for use in res.uses):
+                    first = len(self.out.ops)
                     self.out.merged[(i, j)] = self._rebuild(i, j)
+                    self.out.epilogue += self.out.ops[first:]
+                    slot = self.options[i][1][j]
+                    if isinstance(slot, tuple):
+                        self.out.chunks[(i, j)] = (slot, self.chunks[(i, j)])
         return self.out
 
     # ---- border splits (prelude) -----------------------------------------------------------
@@ -98,6 +111,9 @@ class _Builder:
         key = (v, chunking)
         if key in self.border:
             return self.border[key]
+        earlier = self.available.get(v, {}).get((chunking, self.n))
+        if earlier is not None:
+            return earlier  # an earlier region left exactly these parts
         axis, groups = chunking
         role = role_of(like)
         shape = shape_of(v)
@@ -200,9 +216,29 @@ class _Builder:
         return self.out.add(back, EPILOGUE).results[0]
 
 
-def build_region(graph: DataflowGraph, solution: AxisSolution, n: int) -> PartitionedRegion:
-    """The region of `solution` split into `n` parts, as detached ops (see module doc)."""
-    return _Builder(graph, solution, n).build()
+def build_region(
+    graph: DataflowGraph, solution: AxisSolution, n: int, available: Available | None = None
+) -> PartitionedRegion:
+    """The region of `solution` split into `n` parts, as detached ops (see module doc).
+    Operands in `available` with the wanted chunking and n reuse those parts instead of
+    being split again (a backward region reading a forward region's activations)."""
+    return _Builder(graph, solution, n, available or {}).build()
+
+
+def record_parts(region: PartitionedRegion, available: Available) -> None:
+    """After `region` is applied: make its rebuilt results' parts available to later
+    regions."""
+    for ref, (chunking, parts) in region.chunks.items():
+        available.setdefault(region.merged[ref], {})[(chunking, region.n)] = parts
+
+
+def erase_unused(ops: Sequence[Operation]) -> None:
+    """Erase the ops of `ops` (in a block) whose results are all unused, last first, so
+    rebuilds that every reader now takes in parts disappear."""
+    for op in reversed(ops):
+        if op.parent_block() is not None and all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
-from lancet_mlir.partition.axes import AxisSolution, indivisible, part_counts, solve_axes
+from lancet_mlir.partition.axes import AxisSolution, indivisible, solve_axes
+from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import (
+    Available,
     OpCost,
     apply_region,
     build_region,
+    erase_unused,
+    record_parts,
     simulate_range,
 )
 from lancet_mlir.passes.options import CheckedOptions, check_int
@@ -67,10 +71,13 @@ class MoePartitionPass(CheckedOptions, ModulePass):
     (never worse).
 
     Options:
-      algo=range|dp  range: the MoE layer's own ops (the pair and the ops that feed the
-                     first and read the second all-to-all); dp: the same ranges, where the
-                     part count is chosen by the simulation (the ranges DP of §8.3 is
-                     `lancet_mlir.partition.dp`; see docs/passes.md for the status)
+      algo=range|dp  range: partition the MoE layer's own ops (the pair, the ops that feed
+                     the first and read the second all-to-all, and what lies between);
+                     dp: Lancet's DP over ranges (§8.3) within the layer: its ops are cut
+                     into groups (the pair's span is one) and the cheapest segmentation
+                     by phased simulation decides which range around the pair is
+                     partitioned (e.g. the expert span alone when splitting the dispatch
+                     costs more than it hides)
       max-parts=N    largest part count tried (default 8); counts must divide every split
                      dimension
       parts=N        force N parts on every pair (N >= 2; the pass fails naming the op and
@@ -109,14 +116,21 @@ class MoePartitionPass(CheckedOptions, ModulePass):
             return
         base = _fixed_order_us(graph, time_of)
         saved = _copy_ops(block) if self.parts is None else None
-        # later pairs first: earlier node indices stay valid while the block changes
-        for entry, exit_ in reversed(pairs):
-            choice = self._choose(graph, entry, exit_, time_of)
+        available: Available = {}
+        epilogues: list[Operation] = []
+        # program order, so backward regions can take forward regions' parts as they are
+        for entry_op, exit_op in [(graph.ops[a], graph.ops[b]) for a, b in pairs]:
+            graph = DataflowGraph.from_block(block)
+            entry, exit_ = graph.index[entry_op], graph.index[exit_op]
+            choice = self._choose(graph, entry, exit_, time_of, available)
             if choice.parts is None or choice.solution is None:
                 continue
-            region = build_region(graph, choice.solution, choice.parts)
+            region = build_region(graph, choice.solution, choice.parts, available)
             cost = simulate_range(graph, choice.range_nodes, time_of, region)
             apply_region(graph, choice.range_nodes, region, cost.order)
+            record_parts(region, available)
+            epilogues += region.epilogue
+        erase_unused(epilogues)
         if saved is None:
             return
         after = DataflowGraph.from_block(block)
@@ -125,27 +139,69 @@ class MoePartitionPass(CheckedOptions, ModulePass):
             return
         _restore(block, saved)  # never worse: keep the input
 
-    def _choose(self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost) -> Choice:
+    def _choose(
+        self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
+    ) -> Choice:
         nodes = _layer_range(graph, entry, exit_)
+        if self.algo == "range" or self.parts is not None:
+            return self._best_parts(graph, nodes, entry, exit_, time_of, available)
+        # dp: cut the layer's ops into ranges (the pair's own span is one group) and
+        # partition the range holding the pair that the DP finds cheapest (§8.3)
+        groups = [[i] for i in nodes if i < entry]
+        groups.append(list(range(entry, exit_ + 1)))
+        groups += [[i] for i in nodes if i > exit_]
+        core = next(g for g, members in enumerate(groups) if entry in members)
+        choices: dict[tuple[int, int], Choice] = {}
+
+        def local(j: int, i: int) -> float:
+            members = [m for g in groups[j:i] for m in g]
+            if j <= core < i:
+                choices[(j, i)] = self._best_parts(graph, members, entry, exit_, time_of, available)
+                return choices[(j, i)].cost_us
+            return simulate_range(graph, members, time_of).makespan_us
+
+        plan = best_ranges(len(groups), len(groups), local)
+        return next(choices[r] for r in plan.ranges if r in choices)
+
+    def _best_parts(
+        self,
+        graph: DataflowGraph,
+        nodes: list[int],
+        entry: int,
+        exit_: int,
+        time_of: OpCost,
+        available: Available,
+    ) -> Choice:
+        """The part count (or none) that the phased simulation rates best for the region
+        around the pair within `nodes`."""
         base = simulate_range(graph, nodes, time_of).makespan_us
         weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-        min_block = self.parts if self.parts is not None else 2
-        solution = solve_axes(graph, nodes, [entry, exit_], weights, min_block=min_block)
-        if solution is None:
-            return Choice(nodes, None, None, base, base)
+
+        def solve(min_block: int) -> AxisSolution | None:
+            return solve_axes(graph, nodes, [entry, exit_], weights, min_block=min_block)
+
         if self.parts is not None:
-            reason = indivisible(graph, solution, self.parts)
-            if reason is not None:
-                raise PassFailedException(f"{self.name}: {reason}")
-            return Choice(nodes, solution, self.parts, base, base)
-        best = Choice(nodes, solution, None, base, base)
-        for n in part_counts(graph, solution, self.max_parts):
-            region = build_region(graph, solution, n)
+            solution = solve(self.parts)
+            if solution is not None and indivisible(graph, solution, self.parts) is None:
+                return Choice(nodes, solution, self.parts, base, base)
+            loose = solution or solve(2)
+            if loose is None:
+                return Choice(nodes, None, None, base, base)  # no axis for this pair at all
+            reason = indivisible(graph, loose, self.parts) or f"{self.parts} parts do not fit"
+            raise PassFailedException(f"{self.name}: {reason}")
+        best = Choice(nodes, None, None, base, base)
+        # a solution per count: the axis that allows n parts may differ from the one for 2
+        for n in range(2, self.max_parts + 1):
+            solution = solve(n)
+            if solution is None:
+                break  # larger counts need even larger blocks
+            if indivisible(graph, solution, n) is not None:
+                continue
+            region = build_region(graph, solution, n, available)
             cost = simulate_range(graph, nodes, time_of, region).makespan_us
             region.discard()
-            if cost >= best.cost_us:
-                break  # Lancet stops at the first count that does not improve
-            best = Choice(nodes, solution, n, base, cost)
+            if cost < best.cost_us:  # every count is tried (Lancet stops at the first miss)
+                best = Choice(nodes, solution, n, base, cost)
         return best
 
 

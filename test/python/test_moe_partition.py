@@ -1,0 +1,161 @@
+"""moe-partition: forward and backward MoE layers split into pipelined parts (Lancet §8)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from helpers import run_tool, to_text
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.dialects.comp import kernel_of
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.passes import get_all_passes
+from lancet_mlir.passes.moe_partition import MoePartitionPass
+from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
+from lancet_mlir.runtime import compare_modules
+from lancet_mlir.sim.timeline import evaluate_fixed_order
+
+# layer 1 is MoE; 16 tokens, 4 experts (2 per rank on 2 ranks): switch capacity 4
+CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
+                    experts_per_rank=2, vocab=11)  # fmt: skip
+
+
+def body(module) -> list[Operation]:
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return [op for op in fn.body.block.ops if not isinstance(op, ReturnOp)]
+
+
+def part(op: Operation) -> int | None:
+    attr = op.attributes.get("lancet.part")
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+
+def kernel_name(op: Operation) -> str | None:
+    k = kernel_of(op)
+    return None if k is None else k.name
+
+
+def partitioned(pass_: MoePartitionPass, cfg: GPT2MoEConfig = CFG):
+    module = build_gpt2_moe(cfg)
+    pass_.apply(Context(), module)
+    module.verify()
+    check_dominance(module)
+    return module
+
+
+def test_pass_is_registered() -> None:
+    assert get_all_passes()["moe-partition"]() is MoePartitionPass
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("gate", ["switch", "top2"])
+def test_forced_parts_compute_the_same_values(n: int, gate: str) -> None:
+    cfg = dataclasses.replace(CFG, gate=gate)
+    module = partitioned(MoePartitionPass(parts=n), cfg)
+    ops = body(module)
+    # forward and backward pairs: 4 all-to-alls per part
+    a2a = [op for op in ops if isinstance(op, AllToAllOp)]
+    assert sorted(part(op) for op in a2a) == sorted(list(range(n)) * 4)
+    # the layer's dispatch, combine and their gradients are split too, not only the experts
+    split_kernels = {kernel_name(op) for op in ops if part(op) is not None}
+    assert {"moe_dispatch", "moe_combine", "moe_combine_dx", "moe_dispatch_dx"} <= split_kernels
+    assert {
+        "batch_matmul",
+        "batch_matmul_dx",
+        "batch_matmul_dw",
+        "gelu",
+        "gelu_dx",
+    } <= split_kernels
+    result = compare_modules(build_gpt2_moe(cfg), module, ranks=2)
+    assert result.ok, result.failures()[:3]
+
+
+def test_backward_reads_forward_parts_without_rebuilding_them() -> None:
+    module = partitioned(MoePartitionPass(parts=2))
+    ops = body(module)
+    # forward expert activations reach the backward parts as parts: no reshape/concat of
+    # them survives, and the only concatenations rebuild values read by unsplit ops
+    consumers = {
+        kernel_name(use.operation)
+        for op in ops
+        if kernel_name(op) == "concat" and part(op) is None
+        for use in op.results[0].uses
+    }
+    assert "batch_matmul_dw" not in consumers
+    assert "gelu_dx" not in consumers
+
+
+def test_parts_that_do_not_divide_are_refused_with_the_reason() -> None:
+    module = build_gpt2_moe(CFG)
+    with pytest.raises(PassFailedException) as err:
+        MoePartitionPass(parts=3).apply(Context(), module)
+    assert str(err.value) == ("moe-partition: 3 parts do not divide dimension 4 of 'l1_dispatched'")
+
+
+def test_refusal_is_one_line_on_the_command_line(tmp_path) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text(to_text(build_gpt2_moe(CFG)))
+    res = run_tool(["lancet-opt", str(src), "-p", "moe-partition{parts=3}"])
+    assert res.returncode != 0
+    assert res.stderr == (
+        f"lancet-opt: error: {src}: moe-partition: 3 parts do not divide dimension 4 of "
+        "'l1_dispatched'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("pass_", "message"),
+    [
+        (
+            MoePartitionPass(algo="best"),
+            "moe-partition: option algo must be one of dp, range, got best",
+        ),
+        (MoePartitionPass(parts=1), "moe-partition: parts must be >= 2, got 1"),
+        (MoePartitionPass(max_parts=1), "moe-partition: max-parts must be >= 2, got 1"),
+    ],
+)
+def test_bad_options(pass_: MoePartitionPass, message: str) -> None:
+    with pytest.raises(PassFailedException) as err:
+        pass_.apply(Context(), build_gpt2_moe(CFG))
+    assert str(err.value) == message
+
+
+def makespan(module, model: CostModel) -> float:
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    graph = DataflowGraph.from_block(fn.body.block)
+    return evaluate_fixed_order(graph, model.graph_times(graph)).makespan_us
+
+
+@pytest.mark.parametrize("algo", ["dp", "range"])
+def test_never_worse_and_deterministic(algo: str) -> None:
+    model = CostModel.from_config(CostConfig(device="v100"))
+    before = makespan(build_gpt2_moe(CFG), model)
+    first = partitioned(MoePartitionPass(algo=algo))
+    second = partitioned(MoePartitionPass(algo=algo))
+    assert to_text(first) == to_text(second)
+    assert makespan(first, model) <= before
+    assert compare_modules(build_gpt2_moe(CFG), first, ranks=2).ok
+
+
+def test_chooses_to_partition_when_the_all_to_all_dominates() -> None:
+    # V100s on 16 ranks: the all-to-alls are long enough to hide the experts' compute
+    cfg = GPT2MoEConfig(layers=2, hidden=256, heads=4, seq=64, batch=8, world_size=16,
+                        experts_per_rank=1, vocab=64)  # fmt: skip
+    model = CostModel.from_config(CostConfig(device="v100"))
+    before = makespan(build_gpt2_moe(cfg), model)
+    set_active_cost_config(CostConfig(device="v100"))
+    try:
+        module = partitioned(MoePartitionPass(algo="dp"), cfg)
+    finally:
+        set_active_cost_config(None)
+    parts = {part(op) for op in body(module) if isinstance(op, AllToAllOp)}
+    assert parts >= {0, 1}
+    assert makespan(module, model) < before
