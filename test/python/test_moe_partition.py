@@ -159,3 +159,17 @@ def test_chooses_to_partition_when_the_all_to_all_dominates() -> None:
     parts = {part(op) for op in body(module) if isinstance(op, AllToAllOp)}
     assert parts >= {0, 1}
     assert makespan(module, model) < before
+
+
+def test_output_does_not_depend_on_the_hash_seed(tmp_path) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text(to_text(build_gpt2_moe(CFG)))
+    outs = []
+    for seed in ("0", "12345"):
+        res = run_tool(
+            ["lancet-opt", str(src), "-p", "moe-partition{parts=2}"], env={"PYTHONHASHSEED": seed}
+        )
+        assert res.returncode == 0, res.stderr
+        outs.append(res.stdout)
+    assert outs[0] == outs[1]
+    assert "lancet.part = 1" in outs[0]
