@@ -42,9 +42,9 @@ from xdsl.printer import Printer
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.importers.stablehlo import graph_block, import_stablehlo
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.passes.import_stablehlo import graph_block, import_stablehlo
 from lancet_mlir.passes.simulate import BlockResult, simulate_graph
 from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
 from lancet_mlir.runtime.loader import make_context

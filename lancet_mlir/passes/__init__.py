@@ -17,6 +17,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "comm-bucket-fusion": ("comm_bucket_fusion", "CommBucketFusionPass"),
     "simulate": ("simulate", "SimulatePass"),
     "lancet-schedule": ("lancet_schedule", "LancetSchedulePass"),
+    "dw-schedule": ("dw_schedule", "DwSchedulePass"),
     "import-stablehlo": ("import_stablehlo", "ImportStablehloPass"),
     "program-order": ("program_order", "ProgramOrderPass"),
     "ddp-bucket-schedule": ("ddp_bucket_schedule", "DdpBucketSchedulePass"),

@@ -8,16 +8,18 @@ import pytest
 from helpers import parse, run_pipeline, run_tool
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation
+from xdsl.pattern_rewriter import PatternRewriteWalker
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
-from lancet_mlir.passes.import_stablehlo import (
+from lancet_mlir.importers.stablehlo import (
     BYTES_ATTR,
     FLOPS_ATTR,
     GLUE_ATTR,
     ORIGIN_ATTR,
+    ConvertCollective,
     graph_block,
     hlo_kind,
     import_stablehlo,
@@ -269,3 +271,28 @@ def test_world_size_pass_option() -> None:
     assert module.attributes["lancet.world_size"].value.data == 16
     with pytest.raises(PassFailedException, match="world-size must be >= 1"):
         run_pipeline(load(SHARDY), "import-stablehlo{world-size=0}")
+
+
+def test_pass_failure_is_a_pass_failed_exception() -> None:
+    text = (DATA / ASYNC).read_text().replace('"mhlo.minimum"(%l, %m)', '"mhlo.remainder"(%l, %m)')
+    with pytest.raises(
+        PassFailedException,
+        match="^import-stablehlo: mhlo.all_reduce: unsupported reduction 'mhlo.remainder'$",
+    ):
+        run_pipeline(parse(text), "import-stablehlo")
+
+
+def test_collective_pattern_alone_in_a_walker() -> None:
+    """The synchronous conversion is an ordinary RewritePattern: alone, it converts every HLO
+    collective (also those an async pair wraps, which is why the importer runs the async
+    pattern first) and leaves the async wrappers in place."""
+    module = load(ASYNC)
+    wrapped = sum(1 for op in module.walk() if hlo_kind(op) == "async_start")
+    plain = [op for op in module.walk() if hlo_kind(op) in HLO_COLLECTIVES]
+    assert wrapped > 0
+    assert len(plain) > wrapped
+    pattern = ConvertCollective()
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    assert pattern.converted == len(plain)
+    assert sum(1 for op in module.walk() if hlo_kind(op) == "async_start") == wrapped
+    assert not any(hlo_kind(op) in HLO_COLLECTIVES for op in module.walk())

@@ -6,7 +6,10 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lancet_mlir"
-LAYERS = ["support", "dialects", "graph", "profile", "sim", "partition", "passes", "models", "runtime", "tools"]
+LAYERS = [
+    "support", "dialects", "graph", "profile", "sim", "optimize", "partition", "importers", "passes", "models",
+    "runtime", "tools",
+]  # fmt: skip
 IMPORT = re.compile(r"^\s*(?:from|import) lancet_mlir\.(\w+)")
 
 

@@ -28,7 +28,6 @@ from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.comm_bucket_fusion import CommBucketFusionPass
 from lancet_mlir.passes.ddp_bucket_schedule import DdpBucketSchedulePass
 from lancet_mlir.passes.tutel_pipeline import TutelPipelinePass
-from lancet_mlir.support.errors import UserError
 
 T = "tensor<16xf32>"
 
@@ -384,7 +383,7 @@ def test_import_world_size_spans_the_replica_groups() -> None:
     world = module.attributes["lancet.world_size"]
     assert isinstance(world, IntegerAttr)
     assert world.value.data == 4
-    with pytest.raises(UserError, match="group rank 3 is outside the world of 2 ranks"):
+    with pytest.raises(PassFailedException, match="group rank 3 is outside the world of 2 ranks"):
         PassPipeline.parse_spec(get_all_passes(), "import-stablehlo{world-size=2}").apply(
             make_context(), Parser(make_context(), text, "h.mlir").parse_module()
         )

@@ -37,6 +37,7 @@ PIPELINES = [
     "comm-bucket-fusion",
     "comm-bucket-fusion{bucket-bytes=256}",
     "lancet-schedule",
+    "dw-schedule",
     "program-order",
     "ddp-bucket-schedule{bucket-bytes=512}",
     "tutel-pipeline",

@@ -1,0 +1,128 @@
+"""The headline benchmark: Lancet's scaling experiments on its own testbeds.
+
+    python bench/bench_headline.py                      # all 8 configurations
+    python bench/bench_headline.py --configs nl12 --out /tmp/h
+
+Lancet's GPT-2 MoE configurations (`lancet_mlir.models.gpt2_moe.PRESETS`, f32, 2 experts per
+rank): 12 layers d=768 batch 16 and 24 layers d=1024 batch 8 on AWS p3dn (V100), 12 layers
+batch 48 and 24 layers batch 24 on p4de (A100), each at 16 and 32 ranks (2 and 4 nodes).
+The testbeds are costed with the `v100` and `a100` device models (`TESTBEDS` maps each
+testbed to the cost configuration used).
+
+Per configuration: program order, FIFO (`data-parallel-schedule`), the best Tutel degree
+(2, 4, 8), dW only (`lancet-schedule{partition=none fusion=false}`), the full pipeline
+(`lancet-schedule{partition=none}`), the lower bound max(Σcompute, Σcomm), exposed
+communication of each, and the optimizer's wall time. Writes `headline.json` and
+`headline.md` into --out (default bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_bench import DEFAULT_OUT, BenchConfig, Pipeline, run_config  # noqa: E402
+
+from lancet_mlir.models.gpt2_moe import PRESETS  # noqa: E402
+from lancet_mlir.support.files import write_atomic  # noqa: E402
+
+TESTBEDS = {"p3dn": "v100", "p4de": "a100"}
+"""Testbed -> device of the cost model (8 GPUs per node, the device's network defaults)."""
+
+HEADLINE = [
+    ("gpt2_moe_nl12_m768_nh16_sl512_b16", "p3dn"),
+    ("gpt2_moe_nl24_m1024_nh16_sl512_b8", "p3dn"),
+    ("gpt2_moe_nl12_m768_nh16_sl512_b48", "p4de"),
+    ("gpt2_moe_nl24_m1024_nh16_sl512_b24", "p4de"),
+]
+WORLD_SIZES = (16, 32)
+
+PIPELINES = [
+    Pipeline("program order", "program-order", baseline=True),
+    Pipeline("FIFO", "data-parallel-schedule", baseline=True),
+    Pipeline("Tutel 2", "tutel-pipeline{degree=2}", baseline=True),
+    Pipeline("Tutel 4", "tutel-pipeline{degree=4}", baseline=True),
+    Pipeline("Tutel 8", "tutel-pipeline{degree=8}", baseline=True),
+    Pipeline("dW only", "lancet-schedule{partition=none fusion=false}", baseline=False),
+    Pipeline("full", "lancet-schedule{partition=none}", baseline=False),
+]
+
+
+def configs() -> list[BenchConfig]:
+    """The headline configurations in report order."""
+    out = []
+    for preset, testbed in HEADLINE:
+        for ws in WORLD_SIZES:
+            model = replace(PRESETS[preset], world_size=ws)
+            out.append(BenchConfig(f"{preset}_g{ws}_{testbed}", "gpt2_moe", TESTBEDS[testbed], preset, model=model))
+    return out
+
+
+def row(entry: dict) -> dict:
+    """The table row of one configuration."""
+    by = {p["name"]: p for p in entry["pipelines"] if p["status"] == "ok"}
+    tutel = min((by[n] for n in ("Tutel 2", "Tutel 4", "Tutel 8") if n in by), key=lambda p: p["makespan_us"])
+    base = by["program order"]
+    lower = max(base["compute_us"], base["comm_us"])
+    out = {"config": entry["config"], "lower_bound_ms": lower / 1000,
+           "best_tutel": tutel["name"]}  # fmt: skip
+    for key, p in (("program", base), ("fifo", by["FIFO"]), ("tutel", tutel),
+                   ("dw_only", by["dW only"]), ("full", by["full"])):  # fmt: skip
+        out[f"{key}_ms"] = p["makespan_us"] / 1000
+        out[f"{key}_exposed_ms"] = p["exposed_comm_us"] / 1000
+        out[f"{key}_optimizer_s"] = p["optimizer_s"]
+    out["full_exposed_vs_program"] = by["full"]["exposed_comm_us"] / base["exposed_comm_us"]
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    """The two tables of docs/benchmarks.md (makespans, exposed communication)."""
+    lines = [
+        "| config | program order | FIFO | best Tutel | dW only | full | lower bound |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['config']} | {r['program_ms']:.1f} | {r['fifo_ms']:.1f} | "
+            f"{r['tutel_ms']:.1f} ({r['best_tutel']}) | {r['dw_only_ms']:.1f} | {r['full_ms']:.1f} | "
+            f"{r['lower_bound_ms']:.1f} |"
+        )
+    lines += [
+        "",
+        "| config | exposed: program | FIFO | best Tutel | dW only | full | full / program | optimizer s (dW only, full) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['config']} | {r['program_exposed_ms']:.1f} | {r['fifo_exposed_ms']:.1f} | "
+            f"{r['tutel_exposed_ms']:.1f} | {r['dw_only_exposed_ms']:.1f} | {r['full_exposed_ms']:.1f} | "
+            f"{100 * r['full_exposed_vs_program']:.0f}% | {r['dw_only_optimizer_s']:.1f}, {r['full_optimizer_s']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Run the headline set and write its JSON and markdown."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="*", default=None, help="substrings of configuration names")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    selected = [c for c in configs() if not args.configs or any(p in c.name for p in args.configs)]
+    entries, rows = [], []
+    for cfg in selected:
+        entry, _ = run_config(cfg, PIPELINES, keep_timelines=False)
+        entries.append(entry)
+        rows.append(row(entry))
+        print(json.dumps(rows[-1]), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out / "headline.json", json.dumps({"configs": entries, "rows": rows}, indent=1))
+    write_atomic(args.out / "headline.md", markdown(rows))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()

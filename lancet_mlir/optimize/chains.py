@@ -1,0 +1,222 @@
+"""Schedules as per-stream chains: evaluation, validity and conversion to a block order.
+
+With one communication stream and no overlap slowdown, the fixed-order simulation of a
+block order (lancet-algorithms.md §5.2) depends only on the order of the compute ops among
+themselves and of the collectives among themselves: `start(v) = max(end of v's producers,
+end of v's predecessor on its stream)`. `evaluate_chains` computes this in O(V + E) and
+also detects chain pairs that no block order realises (a cycle through data and stream
+edges). Every optimizer of this package works on chain pairs and converts the winner to a
+block order once (`block_order`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Graph(Protocol):
+    """What the optimizers read: producer/consumer lists, comm flags and comm kinds."""
+
+    preds: list[list[int]]
+    succs: list[list[int]]
+    is_comm: list[bool]
+
+
+@dataclass(frozen=True)
+class ChainTimes:
+    """Start/end µs per node and the makespan of one evaluated chain pair."""
+
+    start: list[float]
+    end: list[float]
+    makespan_us: float
+
+
+def evaluate_chains(
+    preds: Sequence[Sequence[int]],
+    durations: Sequence[float],
+    comp: Sequence[int],
+    comm: Sequence[int],
+    resume: tuple[ChainTimes, int, int] | None = None,
+) -> ChainTimes | None:
+    """Fixed-order times of the chain pair, or None if no block order realises it.
+
+    Nodes in neither chain are treated as finished at time 0 (so a sub-schedule can be
+    evaluated without, e.g., the all-reduces and the optimizer updates).
+
+    `resume = (base, i, j)` re-evaluates incrementally: `base` is the evaluation of chains
+    that agree with `comp[:i]` and `comm[:j]` and in which every node of those prefixes, and
+    only those, started before the first start among `comp[i:]` and `comm[j:]` (see
+    `resume_point`). Their times are reused; only the suffixes are recomputed.
+    """
+    n = len(durations)
+    inf = _UNSET
+    if resume is None:
+        end = [0.0] * n
+        start = [0.0] * n
+        i = j = 0
+    else:
+        base, i, j = resume
+        end = list(base.end)
+        start = list(base.start)
+    for v in comp[i:]:
+        end[v] = inf
+    for v in comm[j:]:
+        end[v] = inf
+    nc, nm = len(comp), len(comm)
+    free_comp = end[comp[i - 1]] if i else 0.0
+    free_comm = end[comm[j - 1]] if j else 0.0
+    while i < nc or j < nm:
+        progressed = False
+        while i < nc:
+            v = comp[i]
+            t = free_comp
+            for p in preds[v]:
+                e = end[p]
+                if e == inf:
+                    break
+                if e > t:
+                    t = e
+            else:
+                start[v] = t
+                free_comp = end[v] = t + durations[v]
+                i += 1
+                progressed = True
+                continue
+            break
+        while j < nm:
+            v = comm[j]
+            t = free_comm
+            for p in preds[v]:
+                e = end[p]
+                if e == inf:
+                    break
+                if e > t:
+                    t = e
+            else:
+                start[v] = t
+                free_comm = end[v] = t + durations[v]
+                j += 1
+                progressed = True
+                continue
+            break
+        if not progressed:
+            return None
+    return ChainTimes(start, end, max(free_comp, free_comm))
+
+
+_UNSET = float("inf")
+
+
+def resume_point(
+    times: ChainTimes, comp: Sequence[int], comm: Sequence[int], changed_from: float
+) -> tuple[ChainTimes, int, int]:
+    """`resume` for `evaluate_chains` after a change that only touches ops starting at or
+    after `changed_from`: the first positions of each chain whose start is >= it."""
+    start = times.start
+    i = bisect.bisect_left(comp, changed_from, key=start.__getitem__)
+    j = bisect.bisect_left(comm, changed_from, key=start.__getitem__)
+    return times, i, j
+
+
+def split_chains(is_comm: Sequence[bool], order: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The (compute, communication) chains of a block order."""
+    comp = [v for v in order if not is_comm[v]]
+    comm = [v for v in order if is_comm[v]]
+    return comp, comm
+
+
+def block_order(
+    graph: Graph,
+    comp: Sequence[int],
+    comm: Sequence[int],
+    start: Sequence[float],
+) -> list[int]:
+    """A block order whose chains are `comp` and `comm`: launch order by start time.
+
+    Kahn's algorithm over data and stream edges, smallest (start, comm after compute,
+    chain position) first, so the result is topological even when zero-duration ops tie.
+    Raises ValueError if the chains do not cover the graph or form a cycle.
+    """
+    n = len(graph.preds)
+    if len(comp) + len(comm) != n:
+        raise ValueError("chains do not cover the graph")
+    key: list[tuple[float, int, int]] = [(0.0, 0, 0)] * n
+    chain_prev = [-1] * n
+    for flag, chain in ((0, comp), (1, comm)):
+        for pos, v in enumerate(chain):
+            key[v] = (start[v], flag, pos)
+            if pos:
+                chain_prev[v] = chain[pos - 1]
+    indeg = [len(ps) + (chain_prev[v] >= 0) for v, ps in enumerate(graph.preds)]
+    heap = [(key[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    next_in_chain = [-1] * n
+    for v in range(n):
+        if chain_prev[v] >= 0:
+            next_in_chain[chain_prev[v]] = v
+    order: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        order.append(v)
+        followers = graph.succs[v] if next_in_chain[v] < 0 else [*graph.succs[v], next_in_chain[v]]
+        for s in followers:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (key[s], s))
+    if len(order) != n:
+        raise ValueError("chains and data edges form a cycle")
+    return order
+
+
+def topological_order(graph: Graph) -> list[int]:
+    """Kahn's order, smallest node index first among ready nodes."""
+    indeg = [len(ps) for ps in graph.preds]
+    heap = [v for v, d in enumerate(indeg) if d == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for s in graph.succs[v]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, s)
+    if len(order) != len(graph.preds):
+        raise ValueError("graph has a cycle")
+    return order
+
+
+def reachability(graph: Graph) -> tuple[list[int], list[int]]:
+    """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j).
+
+    O(V · E / wordsize): one OR per edge on V-bit integers.
+    """
+    order = topological_order(graph)
+    n = len(order)
+    anc = [0] * n
+    desc = [0] * n
+    for v in order:
+        bits = 0
+        for p in graph.preds[v]:
+            bits |= anc[p] | (1 << p)
+        anc[v] = bits
+    for v in reversed(order):
+        bits = 0
+        for s in graph.succs[v]:
+            bits |= desc[s] | (1 << s)
+        desc[v] = bits
+    return anc, desc
+
+
+def bits_of(mask: int) -> list[int]:
+    """The set bits of `mask` in ascending order."""
+    out: list[int] = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out

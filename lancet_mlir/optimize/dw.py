@@ -1,0 +1,301 @@
+"""Weight-gradient (dW) scheduling into all-to-all windows and all-reduce gap filling.
+
+Lancet §6.2-6.3 (lancet-algorithms.md), deterministic and robust:
+
+1. **Initial schedule**: Lancet's FIFO list schedule (every op priority 1; ops consuming an
+   all-reduce result priority 0 and held back until nothing else runs).
+2. **Labelling**: a dW candidate is a compute op that is unordered (neither reaches the
+   other) with at least one all-to-all, is not an optimizer update (a descendant of an
+   all-reduce, or `lancet.role = "update"`), and whose `lancet.role`, when present, is
+   `"dw"`. Reachability uses Python-int bitsets.
+3. **Placement** (greedy best fit + deadline pass): for each all-to-all in launch order,
+   pick available candidates overlappable with it whose duration best fits the time left
+   in its window (stop when the window is full, or a candidate would overshoot by more than
+   the window's rest); then every unplaced candidate whose last overlappable all-to-all
+   this is, with its unplaced dW ancestors, goes here too. Placed dWs launch right after
+   their all-to-all.
+4. **Gap filling**: with the compute chain and the non-all-reduce collectives fixed, the
+   all-reduces fill the idle gaps of the communication stream between consecutive
+   collectives, largest fitting first (they never delay a collective there); the rest run
+   after the last collective, earliest ready first. Optimizer updates follow as their
+   inputs arrive.
+
+Unlike Lancet, orders are repaired to be topological (a candidate may depend on a non-dW op
+launched after its window), graphs with all-reduces but no all-to-all are handled (gap
+filling only), and graphs without collectives are left alone.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lancet_mlir.optimize.chains import (
+    ChainTimes,
+    bits_of,
+    block_order,
+    evaluate_chains,
+    reachability,
+)
+from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.sim import Timeline, list_schedule, weight_update_first
+
+
+def fifo_list_schedule(problem: Problem) -> Timeline:
+    """Lancet's profiled FIFO list schedule (§1.4 steps 2-3) on one comm stream."""
+    delayed = weight_update_first(problem)
+    priorities = [1.0] * len(problem)
+    for v in delayed:
+        priorities[v] = 0.0
+    return list_schedule(problem, problem.durations, priorities=priorities, delayed=delayed)
+
+
+@dataclass(frozen=True)
+class DwLabels:
+    """The result of labelling: windows, candidates and their relations.
+
+    `windows`: all-to-all nodes in launch order. `candidates`: dW candidates in launch order.
+    `overlappable[d]`: indices into `windows` of the all-to-alls unordered with `d`.
+    `dw_preds[d]`: the other candidates that reach `d`. `updates`: bitset of the optimizer
+    updates (descendants of all-reduces and ops with role "update").
+    """
+
+    windows: list[int]
+    candidates: list[int]
+    overlappable: dict[int, list[int]]
+    dw_preds: dict[int, list[int]]
+    updates: int
+
+
+def update_mask(problem: Problem, desc: Sequence[int]) -> int:
+    """Bitset of the optimizer-update side: all-reduce descendants and role "update" ops."""
+    mask = 0
+    for v in range(len(problem)):
+        if problem.is_allreduce(v):
+            mask |= desc[v]
+        elif problem.role[v] == "update":
+            mask |= 1 << v
+    return mask
+
+
+def label_dw(problem: Problem, launch_order: Sequence[int]) -> DwLabels:
+    """Find the dW candidates of `problem` (module docstring, step 2)."""
+    anc, desc = reachability(problem)
+    updates = update_mask(problem, desc)
+    windows = [v for v in launch_order if problem.is_a2a(v)]
+    eligible = 0
+    for v in range(len(problem)):
+        if problem.is_comm[v] or updates >> v & 1 or problem.role[v] not in (None, "dw"):
+            continue
+        eligible |= 1 << v
+    overlappable: dict[int, list[int]] = {}
+    for w_index, a in enumerate(windows):
+        for d in bits_of(eligible & ~(anc[a] | desc[a])):
+            overlappable.setdefault(d, []).append(w_index)
+    position = {v: k for k, v in enumerate(launch_order)}
+    candidates = sorted(overlappable, key=position.__getitem__)
+    cand_mask = sum(1 << d for d in candidates)
+    dw_preds = {d: bits_of(anc[d] & cand_mask) for d in candidates}
+    return DwLabels(windows, candidates, overlappable, dw_preds, updates)
+
+
+def place_dw(problem: Problem, labels: DwLabels) -> list[list[int]]:
+    """Greedy best fit + deadline pass (module docstring, step 3): dWs per window."""
+    dur = problem.durations
+    rank = {d: k for k, d in enumerate(labels.candidates)}
+    waiting = {d: len(labels.dw_preds[d]) for d in labels.candidates}
+    dw_succs: dict[int, list[int]] = {d: [] for d in labels.candidates}
+    for d in labels.candidates:
+        for p in labels.dw_preds[d]:
+            dw_succs[p].append(d)
+    per_window: list[list[int]] = [[] for _ in labels.windows]
+    for d in labels.candidates:
+        for w in labels.overlappable[d]:
+            per_window[w].append(d)
+    last_window = {d: labels.overlappable[d][-1] for d in labels.candidates}
+    used: set[int] = set()
+    placed: list[list[int]] = [[] for _ in labels.windows]
+
+    def assign(d: int, w: int) -> None:
+        used.add(d)
+        placed[w].append(d)
+        for s in dw_succs[d]:
+            waiting[s] -= 1
+
+    for w, a in enumerate(labels.windows):
+        remaining = dur[a]
+        count = 0
+        while remaining > 0:
+            options = [d for d in per_window[w] if d not in used and waiting[d] == 0]
+            if not options:
+                break
+            best = min(options, key=lambda d: (abs(dur[d] - remaining), rank[d]))
+            if count > 0 and dur[best] > 2 * remaining:
+                break
+            assign(best, w)
+            remaining -= dur[best]
+            count += 1
+        due = _with_unplaced_ancestors(
+            [d for d in per_window[w] if d not in used and last_window[d] == w], labels, used
+        )
+        while due:
+            ready = [d for d in due if waiting[d] == 0]
+            if not ready:  # cannot happen: `due` is closed under unplaced dW ancestors
+                raise AssertionError("dW deadline pass made no progress")
+            for d in ready:
+                assign(d, w)
+            due = [d for d in due if d not in used]
+    return placed
+
+
+def _with_unplaced_ancestors(due: list[int], labels: DwLabels, used: set[int]) -> list[int]:
+    closure = set(due)
+    for d in due:
+        closure.update(p for p in labels.dw_preds[d] if p not in used)
+    rank = {d: k for k, d in enumerate(labels.candidates)}
+    return sorted(closure, key=rank.__getitem__)
+
+
+def desired_order(launch_order: Sequence[int], labels: DwLabels, placed: list[list[int]]) -> list[int]:
+    """Launch order with every placed dW moved right after its window's all-to-all."""
+    moved = {d for ds in placed for d in ds}
+    after = {labels.windows[w]: ds for w, ds in enumerate(placed) if ds}
+    out: list[int] = []
+    for v in launch_order:
+        if v in moved:
+            continue
+        out.append(v)
+        out.extend(after.get(v, ()))
+    return out
+
+
+def topological_by_preference(problem: Problem, preferred: Sequence[int]) -> list[int]:
+    """The topological order closest to `preferred` (Kahn, earliest preferred position first)."""
+    position = [0] * len(problem)
+    for k, v in enumerate(preferred):
+        position[v] = k
+    indeg = [len(ps) for ps in problem.preds]
+    heap = [(position[v], v) for v in range(len(problem)) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        order.append(v)
+        for s in problem.succs[v]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (position[s], s))
+    if len(order) != len(problem):
+        raise ValueError("graph has a cycle")
+    return order
+
+
+def fill_allreduce_gaps(
+    problem: Problem, comp: Sequence[int], fixed_comm: Sequence[int], fillers: Sequence[int]
+) -> list[int]:
+    """Interleave the all-reduces `fillers` into the collective chain `fixed_comm`.
+
+    `comp` and `fixed_comm` are evaluated alone (fillers and their descendants absent; they
+    never feed the compute chain). Each idle gap of the comm stream before a collective of
+    `fixed_comm` takes the largest filler that is ready and still fits (repeatedly), so
+    no collective of `fixed_comm` is delayed; the rest follow the last collective in order
+    of readiness.
+    """
+    times = evaluate_chains(problem.preds, problem.durations, comp, fixed_comm)
+    if times is None:
+        raise ValueError("compute and collective chains form a cycle")
+    dur = problem.durations
+    ready = {f: max((times.end[p] for p in problem.preds[f]), default=0.0) for f in fillers}
+    left = sorted(fillers, key=lambda f: (ready[f], f))
+    out: list[int] = []
+    t = 0.0
+    for c in fixed_comm:
+        gap_end = times.start[c]
+        while left:
+            fits = [f for f in left if max(t, ready[f]) + dur[f] <= gap_end]
+            if not fits:
+                break
+            best = max(fits, key=lambda f: (dur[f], -ready[f], -f))
+            out.append(best)
+            left.remove(best)
+            t = max(t, ready[best]) + dur[best]
+        out.append(c)
+        t = times.end[c]
+    out.extend(left)
+    return out
+
+
+def append_tail(
+    problem: Problem, comp: list[int], comm: list[int], tail: Sequence[int]
+) -> tuple[list[int], list[int], ChainTimes]:
+    """Append the `tail` nodes (optimizer updates) to the chains as their inputs arrive.
+
+    A small list schedule: the chains are evaluated without the tail; then tail nodes are
+    taken earliest-ready first (ties: node index) and appended to their stream.
+    """
+    times = evaluate_chains(problem.preds, problem.durations, comp, comm)
+    if times is None:
+        raise ValueError("chains form a cycle")
+    in_tail = set(tail)
+    end = list(times.end)
+    free = [0.0, 0.0]
+    if comp:
+        free[0] = end[comp[-1]]
+    if comm:
+        free[1] = end[comm[-1]]
+    waiting = {v: sum(1 for p in problem.preds[v] if p in in_tail) for v in tail}
+    heap: list[tuple[float, int]] = []
+
+    def push(v: int) -> None:
+        heapq.heappush(heap, (max((end[p] for p in problem.preds[v]), default=0.0), v))
+
+    for v in tail:
+        if waiting[v] == 0:
+            push(v)
+    comp, comm = list(comp), list(comm)
+    while heap:
+        ready, v = heapq.heappop(heap)
+        s = 1 if problem.is_comm[v] else 0
+        end[v] = free[s] = max(free[s], ready) + problem.durations[v]
+        (comm if s else comp).append(v)
+        for c in problem.succs[v]:
+            if c in waiting:
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    push(c)
+    final = evaluate_chains(problem.preds, problem.durations, comp, comm)
+    if final is None:
+        raise ValueError("chains form a cycle")
+    return comp, comm, final
+
+
+@dataclass(frozen=True)
+class DwSchedule:
+    """The dW schedule of a block: its order, makespan and what was placed where."""
+
+    order: list[int]
+    makespan_us: float
+    labels: DwLabels
+    placed: list[list[int]]
+
+
+def dw_schedule(problem: Problem, initial: Sequence[int] | None = None) -> DwSchedule:
+    """dW placement + all-reduce gap filling (module docstring); returns a block order.
+
+    `initial` is the launch order to start from (default: Lancet's FIFO list schedule).
+    """
+    launch = list(initial) if initial is not None else fifo_list_schedule(problem).order
+    labels = label_dw(problem, launch)
+    placed = place_dw(problem, labels) if labels.windows else [[] for _ in labels.windows]
+    merged = topological_by_preference(problem, desired_order(launch, labels, placed))
+    updates = labels.updates
+    body = [v for v in merged if not updates >> v & 1]
+    comp = [v for v in body if not problem.is_comm[v]]
+    fixed = [v for v in body if problem.is_comm[v] and not problem.is_allreduce(v)]
+    fillers = [v for v in body if problem.is_allreduce(v)]
+    comm = fill_allreduce_gaps(problem, comp, fixed, fillers)
+    tail = [v for v in merged if updates >> v & 1]
+    comp, comm, times = append_tail(problem, comp, comm, tail)
+    order = block_order(problem, comp, comm, times.start)
+    return DwSchedule(order, times.makespan_us, labels, placed)

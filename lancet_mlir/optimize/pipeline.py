@@ -1,0 +1,127 @@
+"""Lancet's optimization pipeline (lancet-algorithms.md §1.4) on plain data.
+
+Stages, each reported with its makespan and exposed communication:
+
+1. `list schedule`: Lancet's FIFO list schedule with weight-update ops delayed (§6.1);
+2. `dw placement` (heuristic `dw`): dW ops into all-to-all windows, all-reduces into the
+   gaps (§6.2-6.3, `optimize.dw`);
+3. `local search` (budget > 0): the near-optimal search (`optimize.search`) from the
+   pipeline's schedule, the input order, FIFO and the upward-rank list schedule, within the
+   evaluation budget;
+4. `fusion` (optional): non-critical all-reduce fusion (§7.5, `optimize.fusion`), then a
+   short local search on the fused problem (a tenth of the budget).
+
+(The partition stage of §1.4 runs on the IR before this pipeline; see
+`passes/lancet_schedule.py`.) Stages 3 and 4 run in the internal model: one communication
+stream, no overlap slowdown. The caller applies the never-worse rule with its own simulator
+options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lancet_mlir.optimize.chains import block_order, split_chains
+from lancet_mlir.optimize.contract import contract
+from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
+from lancet_mlir.optimize.fusion import plan_noncritical_fusion
+from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.optimize.ranks import rank_list_schedule
+from lancet_mlir.optimize.search import search_schedule
+from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
+
+HEURISTICS = ("fifo", "dw")
+
+
+@dataclass(frozen=True)
+class FusionHooks:
+    """How the fusion stage prices and matches collectives: `fused_time(group)` (µs of one
+    collective over the group's operands) and `compatible(a, b)`."""
+
+    fused_time: Callable[[list[int]], float]
+    compatible: Callable[[int, int], bool]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One reported stage: its name, makespan and exposed communication (µs)."""
+
+    name: str
+    makespan_us: float
+    exposed_comm_us: float
+
+
+@dataclass
+class PipelineResult:
+    """The final problem (fused if fusion merged anything), its order, the fused groups (old
+    indices) and, for each final node, its index in the input problem."""
+
+    problem: Problem
+    order: list[int]
+    groups: list[list[int]]
+    old_index: list[int]
+    stages: list[Stage] = field(default_factory=list)
+    evaluations: int = 0
+
+
+def measure(problem: Problem, order: list[int]) -> tuple[float, float]:
+    """(makespan, exposed comm) of `order` in the internal model."""
+    timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+    return timeline.makespan_us, exposed_comm_us(timeline)
+
+
+def run_pipeline(
+    problem: Problem,
+    heuristic: str,
+    budget: int,
+    fusion: FusionHooks | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PipelineResult:
+    """Run the stages of the module docstring; `budget` counts chain evaluations."""
+    if heuristic not in HEURISTICS:
+        raise ValueError(f"unknown heuristic {heuristic!r}")
+    stages: list[Stage] = []
+
+    def report(name: str, order: list[int], where: Problem = problem) -> None:
+        stages.append(Stage(name, *measure(where, order)))
+
+    identity = list(range(len(problem)))
+    report("input", identity)
+    fifo = fifo_list_schedule(problem).order
+    report("list schedule", fifo)
+    current = fifo
+    if heuristic == "dw":
+        current = dw_schedule(problem, fifo).order
+        report("dw placement", current)
+    evaluations = 0
+    if budget > 0:
+        starts = [("pipeline", current), ("input", identity), ("fifo", fifo), ("rank", rank_list_schedule(problem).order)]
+        main_budget = budget if fusion is None else budget - budget // 10
+        outcome = search_schedule(problem, main_budget, starts, progress)
+        current = outcome.order
+        evaluations = outcome.evaluations
+        report("local search", current)
+    if fusion is None or not any(problem.is_allreduce(v) for v in range(len(problem))):
+        return PipelineResult(problem, current, [], identity, stages, evaluations)
+    comp, comm = split_chains(problem.is_comm, current)
+    plan = plan_noncritical_fusion(problem, comp, comm, fusion.fused_time, fusion.compatible)
+    evaluations += plan.evaluations
+    if not plan.groups:
+        report("fusion", current)
+        return PipelineResult(problem, current, [], identity, stages, evaluations)
+    fused, old_index = contract(problem, plan.groups, [fusion.fused_time(g) for g in plan.groups])
+    new_index = {old: k for k, old in enumerate(old_index)}
+    order = block_order(
+        fused,
+        [new_index[v] for v in plan.comp],
+        [new_index[v] for v in plan.comm],
+        [plan.times.start[v] for v in old_index],
+    )
+    report("fusion", order, fused)
+    if budget // 10 > 0:
+        polish = search_schedule(fused, budget // 10, [("fused", order)], progress)
+        evaluations += polish.evaluations
+        order = polish.order
+        report("local search (fused)", order, fused)
+    return PipelineResult(fused, order, plan.groups, old_index, stages, evaluations)

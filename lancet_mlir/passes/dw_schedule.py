@@ -1,0 +1,53 @@
+"""dw-schedule: weight-gradient ops into all-to-all windows, all-reduces into the gaps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import apply_order, check_dominance
+from lancet_mlir.optimize.dw import dw_schedule
+from lancet_mlir.passes.options import CheckedOptions
+from lancet_mlir.passes.scheduling import block_problem, cost_setup, never_worse
+from lancet_mlir.passes.simulate import simulated_blocks
+
+
+@dataclass(frozen=True)
+class DwSchedulePass(CheckedOptions, ModulePass):
+    """Lancet's dW scheduling (lancet-algorithms.md §6.2-6.3), deterministic, never worse.
+
+    Per block: Lancet's FIFO list schedule; weight-gradient candidates (compute ops unordered
+    with some all-to-all, not optimizer updates, `lancet.role = "dw"` when a role is given)
+    are placed right after the all-to-all whose window they fill best (greedy best fit, then
+    a deadline pass); all-reduces fill the idle gaps between collectives without delaying
+    them (largest fitting first), the rest follow the last collective; optimizer updates run
+    as their inputs arrive. The new order is kept only if it simulates strictly faster than
+    the input order. Blocks without all-to-all get gap filling only; blocks without
+    collectives are unchanged. Algorithm: `lancet_mlir.optimize.dw`.
+
+    Options:
+      comm-streams=K       communication streams of the never-worse check (default 1)
+      overlap-slowdown=F   compute slowdown while a collective runs, for the check (default 1.0)
+    Both default to the driver's settings (`--comm-streams`, `--overlap-slowdown`). The
+    placement itself assumes one communication stream and no slowdown.
+    """
+
+    name = "dw-schedule"
+
+    comm_streams: int | None = None
+    overlap_slowdown: float | int | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        cost_model, options = cost_setup(self.name, op, self.comm_streams, self.overlap_slowdown)
+        check_dominance(op)
+        for item in simulated_blocks(op):
+            graph = DataflowGraph.from_block(item.block)
+            if not any(graph.is_comm):
+                continue
+            problem = block_problem(graph, cost_model.graph_times(graph))
+            order = never_worse(problem, dw_schedule(problem).order, options)
+            apply_order(graph, order)

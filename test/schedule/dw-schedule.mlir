@@ -1,0 +1,79 @@
+// RUN: lancet-opt %s -p dw-schedule --split-input-file | filecheck %s
+// RUN: lancet-opt %s -p dw-schedule,simulate --split-input-file | filecheck %s --check-prefix=SIM
+
+// Lancet's dW placement (lancet-algorithms.md §6.2-6.3), times from lancet.time_us.
+// dX chain c0(2) -> a1(6) -> e(3) -> a2(6) -> g(2); w0(4) independent -> r0(3) -> u0(1);
+// w1(5) after a1 -> r1(2) -> u1(1). Program order: 35 µs.
+// w0 fills a1's window, w1 fills a2's; r0 fits the comm gap [8,11] before a2:
+// c0 [0,2]; a1 [2,8] w0 [2,6]; e [8,11] r0 [8,11]; a2 [11,17] w1 [11,16]; g [17,19]
+// r1 [17,19]; u0 [19,20]; u1 [20,21].
+func.func @backward(%x: tensor<64xf32>, %h: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = "test.op"(%x) {lancet.time_us = 2.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %w0 = "test.op"(%h) {lancet.time_us = 4.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r0 = comm.allreduce %w0 {lancet.time_us = 3.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %a1 = comm.all_to_all %c0 {lancet.time_us = 6.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %e = "test.op"(%a1) {lancet.time_us = 3.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %w1 = "test.op"(%a1) {lancet.time_us = 5.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r1 = comm.allreduce %w1 {lancet.time_us = 2.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %a2 = comm.all_to_all %e {lancet.time_us = 6.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %g = "test.op"(%a2) {lancet.time_us = 2.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u0 = "test.op"(%r0) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u1 = "test.op"(%r1) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  func.return %g, %u0, %u1 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+// CHECK-LABEL: func.func @backward
+// CHECK-NEXT:    %c0 = "test.op"(%x)
+// CHECK-NEXT:    %w0 = "test.op"(%h)
+// CHECK-NEXT:    %a1 = comm.all_to_all %c0
+// CHECK-NEXT:    %e = "test.op"(%a1)
+// CHECK-NEXT:    %r0 = comm.allreduce %w0
+// CHECK-NEXT:    %w1 = "test.op"(%a1)
+// CHECK-NEXT:    %a2 = comm.all_to_all %e
+// CHECK-NEXT:    %g = "test.op"(%a2)
+// CHECK-NEXT:    %r1 = comm.allreduce %w1
+// CHECK-NEXT:    %u0 = "test.op"(%r0)
+// CHECK-NEXT:    %u1 = "test.op"(%r1)
+// SIM-LABEL: func.func @backward
+// SIM-SAME:    lancet.makespan_us = 2.100000e+01 : f64
+
+// -----
+
+// No all-to-all: gap filling only. w0(4) -> r0(3) -> u0(1), w1(5) -> r1(2) -> u1(1),
+// c0(2) -> c1(3). Program order 21 µs; after: w0 [0,4] w1 [4,9] c0 [9,11] c1 [11,14],
+// r0 [4,7] r1 [9,11], u0 [14,15] u1 [15,16] = 16 µs.
+func.func @no_all_to_all(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %w0 = "test.op"(%x) {lancet.time_us = 4.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r0 = comm.allreduce %w0 {lancet.time_us = 3.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u0 = "test.op"(%r0) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %w1 = "test.op"(%x) {lancet.time_us = 5.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r1 = comm.allreduce %w1 {lancet.time_us = 2.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u1 = "test.op"(%r1) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %c0 = "test.op"(%x) {lancet.time_us = 2.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %c1 = "test.op"(%c0) {lancet.time_us = 3.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  func.return %u0, %u1, %c1 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+// CHECK-LABEL: func.func @no_all_to_all
+// CHECK-NEXT:    %w0 = "test.op"(%x)
+// CHECK-NEXT:    %w1 = "test.op"(%x)
+// CHECK-NEXT:    %r0 = comm.allreduce %w0
+// CHECK-NEXT:    %c0 = "test.op"(%x)
+// CHECK-NEXT:    %r1 = comm.allreduce %w1
+// CHECK-NEXT:    %c1 = "test.op"(%c0)
+// CHECK-NEXT:    %u0 = "test.op"(%r0)
+// CHECK-NEXT:    %u1 = "test.op"(%r1)
+// SIM-LABEL: func.func @no_all_to_all
+// SIM-SAME:    lancet.makespan_us = 1.600000e+01 : f64
+
+// -----
+
+// No collectives: unchanged.
+func.func @compute_only(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %b = "test.op"(%x) {lancet.time_us = 4.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %a = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %c = "test.op"(%a, %b) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  func.return %c : tensor<64xf32>
+}
+// CHECK-LABEL: func.func @compute_only
+// CHECK-NEXT:    %b = "test.op"(%x)
+// CHECK-NEXT:    %a = "test.op"(%x)
+// CHECK-NEXT:    %c = "test.op"(%a, %b)
