@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -109,7 +109,7 @@ class MoePartitionPass(CheckedOptions, ModulePass):
             self._partition_block(block, time_of)
         check_dominance(op)
 
-    def _partition_block(self, block, time_of: OpCost) -> None:
+    def _partition_block(self, block: Block, time_of: OpCost) -> None:
         graph = DataflowGraph.from_block(block)
         pairs = all_to_all_pairs(graph)
         if not pairs:
@@ -218,9 +218,9 @@ def _fixed_order_us(graph: DataflowGraph, time_of: OpCost) -> float:
     return evaluate_fixed_order(graph, [time_of(o) for o in graph.ops]).makespan_us
 
 
-def _copy_ops(block) -> list[Operation]:
+def _copy_ops(block: Block) -> list[Operation]:
     """Detached copies of the block's ops that refer to each other's results."""
-    mapper: dict = {}
+    mapper: dict[SSAValue, SSAValue] = {}
     return [o.clone(value_mapper=mapper) for o in block.ops]
 
 
@@ -235,7 +235,7 @@ def _erase_all(ops: list[Operation]) -> None:
         o.erase(safe_erase=False)
 
 
-def _restore(block, saved: list[Operation]) -> None:
+def _restore(block: Block, saved: list[Operation]) -> None:
     """Put the saved copies of the block's ops back in place of its current ops."""
     _erase_all(list(block.ops))
     block.add_ops(saved)
