@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from helpers import run_tool, to_text
@@ -20,6 +24,7 @@ from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
+from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim.timeline import evaluate_fixed_order
 
@@ -173,3 +178,21 @@ def test_output_does_not_depend_on_the_hash_seed(tmp_path) -> None:
         outs.append(res.stdout)
     assert outs[0] == outs[1]
     assert "lancet.part = 1" in outs[0]
+
+
+@pytest.mark.timeout(300)
+def test_four_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
+    # 32 tokens, 8 experts (2 per rank): capacity 4, so 4 parts fit on 4 ranks
+    cfg = dataclasses.replace(CFG, world_size=4, batch=8)
+    (tmp_path / "a.mlir").write_text(to_text(build_gpt2_moe(cfg)))
+    module = partitioned(MoePartitionPass(parts=4), cfg)
+    assert {part(op) for op in body(module) if isinstance(op, AllToAllOp)} == {0, 1, 2, 3}
+    assert any(part(op) == 3 and kernel_name(op) == "batch_matmul_dx" for op in body(module))
+    (tmp_path / "b.mlir").write_text(to_text(module))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    argv = [*mpiexec_argv(4), sys.executable, "-m", "lancet_mlir.tools.lancet_run", "--compare",
+            "a.mlir", "b.mlir"]  # fmt: skip
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("a.mlir vs b.mlir: same") == 1
