@@ -71,7 +71,7 @@ def _chunk_shape(shape: tuple[int, ...], chunking: Chunking, n: int) -> list[int
     return out
 
 
-def _blocked(shape: Sequence[int], axis: int, groups: int, inner: int) -> tuple[int, ...]:
+def blocked_shape(shape: Sequence[int], axis: int, groups: int, inner: int) -> tuple[int, ...]:
     """`shape` with dimension `axis` written as (groups, inner)."""
     return (*shape[:axis], groups, inner, *shape[axis + 1 :])
 
@@ -80,7 +80,9 @@ Available = dict[SSAValue, dict[tuple[Chunking, int], list[SSAValue]]]
 """Parts of values rebuilt by regions applied earlier: value -> (chunking, n) -> parts."""
 
 
-class _Builder:
+class RegionBuilder:
+    """Creates the detached ops of a region split into n parts (see the module doc)."""
+
     def __init__(self, graph: DataflowGraph, solution: AxisSolution, n: int, available: Available):
         self.available = available
         self.graph = graph
@@ -94,7 +96,7 @@ class _Builder:
     def build(self) -> PartitionedRegion:
         for k in range(self.n):
             for i in self.out.nodes:
-                self._copy(i, k)
+                self.copy(i, k)
         for i in self.out.nodes:
             for j, res in enumerate(self.graph.ops[i].results):
                 if any(use.operation not in self.originals for use in res.uses):
@@ -127,7 +129,7 @@ class _Builder:
             block = shape[axis] // groups
             wide = self.out.add(
                 build_kernel_op(
-                    "reshape", [v], {"shape": _blocked(shape, axis, groups, block)}, role
+                    "reshape", [v], {"shape": blocked_shape(shape, axis, groups, block)}, role
                 ),
                 PRELUDE,
             )
@@ -157,7 +159,8 @@ class _Builder:
             return self.chunks[ref][k]
         return self._split(v, slot, like)[k]
 
-    def _copy(self, i: int, k: int) -> None:
+    def copy(self, i: int, k: int) -> None:
+        """Create part k of region op i."""
         o = self.graph.ops[i]
         ins, outs = self.options[i]
         inputs = [self._operand(v, s, k, o) for v, s in zip(o.operands, ins, strict=True)]
@@ -205,7 +208,7 @@ class _Builder:
         wide = [
             self.out.add(
                 build_kernel_op(
-                    "reshape", [p], {"shape": _blocked(shape, axis, groups, inner)}, role
+                    "reshape", [p], {"shape": blocked_shape(shape, axis, groups, inner)}, role
                 ),
                 EPILOGUE,
             ).results[0]
@@ -222,7 +225,7 @@ def build_region(
     """The region of `solution` split into `n` parts, as detached ops (see module doc).
     Operands in `available` with the wanted chunking and n reuse those parts instead of
     being split again (a backward region reading a forward region's activations)."""
-    return _Builder(graph, solution, n, available or {}).build()
+    return RegionBuilder(graph, solution, n, available or {}).build()
 
 
 def record_parts(region: PartitionedRegion, available: Available) -> None:

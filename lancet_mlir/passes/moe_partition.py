@@ -15,6 +15,7 @@ from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
 from lancet_mlir.partition.axes import AxisSolution, indivisible, solve_axes
 from lancet_mlir.partition.dp import best_ranges
+from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import (
     Available,
@@ -102,8 +103,14 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         model = _cost_model(op)
         world = module_world_size(op)
 
+        times: dict[tuple, float] = {}
+
         def time_of(o: Operation) -> float:
-            return float(model.op_time_us(o, world))
+            # per-part copies share shapes: cost each signature once
+            key = _signature(o)
+            if key not in times:
+                times[key] = float(model.op_time_us(o, world))
+            return times[key]
 
         for block in schedulable_blocks(op):
             self._partition_block(block, time_of)
@@ -142,7 +149,7 @@ class MoePartitionPass(CheckedOptions, ModulePass):
     def _choose(
         self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
     ) -> Choice:
-        nodes = _layer_range(graph, entry, exit_)
+        nodes = layer_range(graph, entry, exit_)
         if self.algo == "range" or self.parts is not None:
             return self._best_parts(graph, nodes, entry, exit_, time_of, available)
         # dp: cut the layer's ops into ranges (the pair's own span is one group) and
@@ -197,21 +204,40 @@ class MoePartitionPass(CheckedOptions, ModulePass):
                 break  # larger counts need even larger blocks
             if indivisible(graph, solution, n) is not None:
                 continue
-            region = build_region(graph, solution, n, available)
-            cost = simulate_range(graph, nodes, time_of, region).makespan_us
-            region.discard()
-            if cost < best.cost_us:  # every count is tried (Lancet stops at the first miss)
+            cost = estimate_range(graph, nodes, solution, n, time_of, available)
+            if cost >= best.cost_us and best.parts is not None:
+                break  # as Lancet: stop at the first count that does not improve
+            if cost < best.cost_us:
                 best = Choice(nodes, solution, n, base, cost)
         return best
 
 
-def _layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:
+def layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:
     """The MoE layer's own ops in program order: from the entry all-to-all's nearest compute
     producer (the dispatch) to the exit's nearest compute consumer (the combine); a backward
     pass's later readers of the forward values are not part of the layer."""
     lo = max([p for p in graph.preds[entry] if not graph.is_comm[p]], default=entry)
     hi = min([s for s in graph.succs[exit_] if not graph.is_comm[s]], default=exit_)
     return list(range(lo, hi + 1))
+
+
+_NOT_COSTED = frozenset(
+    ("lancet.part", "lancet.role", "lancet.start_us", "lancet.end_us", "lancet.stream")
+)
+"""Annotations that do not change an op's time."""
+
+
+def _signature(o: Operation) -> tuple:
+    """What an op's time depends on: name, types, properties and attributes (except
+    annotations that do not change the time, such as the part index)."""
+    attrs = tuple(sorted((k, v) for k, v in o.attributes.items() if k not in _NOT_COSTED))
+    return (
+        o.name,
+        tuple(v.type for v in o.operands),
+        tuple(r.type for r in o.results),
+        tuple(sorted(o.properties.items())),
+        attrs,
+    )
 
 
 def _fixed_order_us(graph: DataflowGraph, time_of: OpCost) -> float:

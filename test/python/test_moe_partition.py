@@ -21,8 +21,12 @@ from lancet_mlir.dialects.comp import kernel_of
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.partition.axes import solve_axes
+from lancet_mlir.partition.estimate import estimate_range
+from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.region import build_region, simulate_range
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.passes.moe_partition import MoePartitionPass
+from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
 from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
 from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
@@ -196,3 +200,28 @@ def test_four_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
     res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("a.mlir vs b.mlir: same") == 1
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_template_estimate_equals_the_built_region_simulation(n: int) -> None:
+    cfg = GPT2MoEConfig(layers=2, hidden=64, heads=4, seq=32, batch=4, world_size=8,
+                        experts_per_rank=2, vocab=64)  # fmt: skip
+    model = CostModel.from_config(CostConfig(device="v100"))
+
+    def time_of(op: Operation) -> float:
+        return model.op_time_us(op, 8)
+
+    fn = next(op for op in build_gpt2_moe(cfg).walk() if isinstance(op, FuncOp))
+    graph = DataflowGraph.from_block(fn.body.block)
+    pairs = all_to_all_pairs(graph)
+    assert len(pairs) == 2  # forward and backward
+    for entry, exit_ in pairs:
+        nodes = layer_range(graph, entry, exit_)
+        weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
+        solution = solve_axes(graph, nodes, [entry, exit_], weights, min_block=n)
+        assert solution is not None
+        region = build_region(graph, solution, n)
+        built = simulate_range(graph, nodes, time_of, region).makespan_us
+        region.discard()
+        assert estimate_range(graph, nodes, solution, n, time_of) == pytest.approx(built, rel=1e-12)
+        assert built > 0
