@@ -138,17 +138,23 @@ def solve_axes(
     weights: Mapping[int, float] | None = None,
     min_block: int = 2,
     budget: int = _SEARCH_BUDGET,
+    cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]] | None = None,
 ) -> AxisSolution | None:
     """The heaviest region within `candidates` that contains every anchor; None when the
     anchors cannot all join one region. Weights default to 1 per op; options that split a
-    block smaller than `min_block` (the number of parts wanted) are not considered."""
+    block smaller than `min_block` (the number of parts wanted) are not considered.
+    `cache` may carry the ops' options between calls on the same graph."""
     nodes = sorted(set(candidates) | set(anchors))
     required = set(anchors)
     groups = sorted({1} | {_a2a_group(o)[2] for o in map(graph.ops.__getitem__, nodes)
                            if isinstance(o, AllToAllOp) and _a2a_group(o) is not None})  # fmt: skip
+    cache = {} if cache is None else cache
+    for i in nodes:
+        if (i, tuple(groups)) not in cache:
+            op = graph.ops[i]
+            cache[(i, tuple(groups))] = [(o, _min_block(op, o)) for o in op_options(op, groups)]
     domains = {
-        i: [o for o in op_options(graph.ops[i], groups) if _min_block(graph.ops[i], o) >= min_block]
-        for i in nodes
+        i: [o for o, block in cache[(i, tuple(groups))] if block >= min_block] for i in nodes
     }
     w = {i: (1.0 if weights is None else float(weights.get(i, 0.0))) for i in nodes}
     operand_refs = {i: [value_ref(graph, v) for v in graph.ops[i].operands] for i in nodes}

@@ -13,7 +13,7 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
-from lancet_mlir.partition.axes import AxisSolution, indivisible, solve_axes
+from lancet_mlir.partition.axes import AxisSolution, Option, indivisible, solve_axes
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
@@ -31,6 +31,8 @@ from lancet_mlir.profile.cost_model import CostModel
 from lancet_mlir.sim.timeline import evaluate_fixed_order
 
 ALGOS = ("dp", "range")
+
+OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]]
 
 
 def _cost_model(module: ModuleOp) -> CostModel:
@@ -150,8 +152,9 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
     ) -> Choice:
         nodes = layer_range(graph, entry, exit_)
+        options: OptionsCache = {}  # valid while the graph does not change
         if self.algo == "range" or self.parts is not None:
-            return self._best_parts(graph, nodes, entry, exit_, time_of, available)
+            return self._best_parts(graph, nodes, entry, exit_, time_of, available, options)
         # dp: cut the layer's ops into ranges (the pair's own span is one group) and
         # partition the range holding the pair that the DP finds cheapest (§8.3)
         groups = [[i] for i in nodes if i < entry]
@@ -163,7 +166,9 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         def local(j: int, i: int) -> float:
             members = [m for g in groups[j:i] for m in g]
             if j <= core < i:
-                choices[(j, i)] = self._best_parts(graph, members, entry, exit_, time_of, available)
+                choices[(j, i)] = self._best_parts(
+                    graph, members, entry, exit_, time_of, available, options
+                )
                 return choices[(j, i)].cost_us
             return simulate_range(graph, members, time_of).makespan_us
 
@@ -178,6 +183,7 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         exit_: int,
         time_of: OpCost,
         available: Available,
+        options: OptionsCache,
     ) -> Choice:
         """The part count (or none) that the phased simulation rates best for the region
         around the pair within `nodes`."""
@@ -185,7 +191,9 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
 
         def solve(min_block: int) -> AxisSolution | None:
-            return solve_axes(graph, nodes, [entry, exit_], weights, min_block=min_block)
+            return solve_axes(
+                graph, nodes, [entry, exit_], weights, min_block=min_block, cache=options
+            )
 
         if self.parts is not None:
             solution = solve(self.parts)
