@@ -11,8 +11,9 @@ from xdsl.passes import ModulePass
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
+from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
-from lancet_mlir.passes.simulate import pass_options, simulated_blocks
+from lancet_mlir.passes.simulate import simulated_blocks
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.timeline import (
     GraphLike,
@@ -67,34 +68,31 @@ def profiled_fifo_schedule(
 
 
 @dataclass(frozen=True)
-class LancetSchedulePass(CheckedOptions, ModulePass):
+class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     """Reorder every block into Lancet's profiled FIFO list schedule (§6.1), never worse.
 
-    Each block is list-scheduled with the active cost model (`lancet.time_us` > profile >
-    roofline/comm table): priority 1 for every op, 0 for ops that consume an allreduce
-    result, which are also held back until nothing else can run. The simulated launch order
-    (by start time, compute first at equal start) becomes the block order, but only if the
-    fixed-order simulation of the new order is strictly faster than the input order;
-    otherwise the block is left as it is. Deterministic; terminators stay last.
+    Each block is list-scheduled with the cost model of its options and the module
+    (`lancet.time_us` > profile > roofline/comm table; `passes/costing.py`): priority 1 for
+    every op, 0 for ops that consume an allreduce result, which are also held back until
+    nothing else can run. The simulated launch order (by start time, compute first at equal
+    start) becomes the block order, but only if the fixed-order simulation of the new order
+    is strictly faster than the input order; otherwise the block is left as it is.
+    Deterministic; terminators stay last.
 
-    Options:
+    Options (all optional; each overrides the module attribute of the same name,
+    `lancet.device`, `lancet.cluster`, ...; see `CostOptions`):
+      device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
+      gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
-    Both default to the driver's settings (`--comm-streams`, `--overlap-slowdown`) when not
-    given.
     """
 
     name = "lancet-schedule"
 
-    comm_streams: int | None = None
-    overlap_slowdown: float | int | None = None
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = pass_options(self.name, self.comm_streams, self.overlap_slowdown)
+        options = self.sim_options(op)
+        cost_model = self.cost_model(op)
         check_dominance(op)
-        from lancet_mlir.profile.cost_model import active_cost_model
-
-        cost_model = active_cost_model()
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)
             if len(graph) < 2:
