@@ -26,20 +26,14 @@ from lancet_mlir.partition.region import (
     record_parts,
     simulate_range,
 )
+from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
-from lancet_mlir.profile.cost_model import CostModel
-from lancet_mlir.sim.timeline import evaluate_fixed_order
+from lancet_mlir.sim import evaluate_fixed_order
+from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
 
 OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]]
-
-
-def _cost_model(module: ModuleOp) -> CostModel:
-    """The cost model for `module` (the one place to change when costing gets explicit)."""
-    from lancet_mlir.profile.cost_model import active_cost_model
-
-    return active_cost_model()
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class MoePartitionPass(CheckedOptions, ModulePass):
+class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     """Split every MoE layer's all-to-all pair and the compute around it into n parts
     that pipeline part k's collectives with part k±1's compute (Lancet §8).
 
@@ -85,6 +79,10 @@ class MoePartitionPass(CheckedOptions, ModulePass):
                      dimension
       parts=N        force N parts on every pair (N >= 2; the pass fails naming the op and
                      dimension when N does not divide it); skips the never-worse checks
+    and the cost options of every costing pass (device, cluster, profile, comm-table,
+    gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
+    the module's `lancet.*` attributes. The phased simulation uses one communication
+    stream, as Lancet's; the never-worse check uses the simulator options.
     """
 
     name = "moe-partition"
@@ -102,7 +100,8 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         if self.parts is not None:
             check_int(self.name, "parts", self.parts, 2)
         check_dominance(op)
-        model = _cost_model(op)
+        model = self.cost_model(op)
+        sim = self.sim_options(op)
         world = module_world_size(op)
 
         times: dict[tuple, float] = {}
@@ -115,15 +114,15 @@ class MoePartitionPass(CheckedOptions, ModulePass):
             return times[key]
 
         for block in schedulable_blocks(op):
-            self._partition_block(block, time_of)
+            self._partition_block(block, time_of, sim)
         check_dominance(op)
 
-    def _partition_block(self, block: Block, time_of: OpCost) -> None:
+    def _partition_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
         graph = DataflowGraph.from_block(block)
         pairs = all_to_all_pairs(graph)
         if not pairs:
             return
-        base = _fixed_order_us(graph, time_of)
+        base = _fixed_order_us(graph, time_of, sim)
         saved = _copy_ops(block) if self.parts is None else None
         available: Available = {}
         epilogues: list[Operation] = []
@@ -143,7 +142,7 @@ class MoePartitionPass(CheckedOptions, ModulePass):
         if saved is None:
             return
         after = DataflowGraph.from_block(block)
-        if _fixed_order_us(after, time_of) < base:
+        if _fixed_order_us(after, time_of, sim) < base:
             _erase_all(saved)
             return
         _restore(block, saved)  # never worse: keep the input
@@ -248,8 +247,14 @@ def _signature(o: Operation) -> tuple:
     )
 
 
-def _fixed_order_us(graph: DataflowGraph, time_of: OpCost) -> float:
-    return evaluate_fixed_order(graph, [time_of(o) for o in graph.ops]).makespan_us
+def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> float:
+    durations = [time_of(o) for o in graph.ops]
+    return evaluate_fixed_order(
+        graph,
+        durations,
+        num_comm_streams=sim.num_comm_streams,
+        overlap_slowdown=sim.overlap_slowdown,
+    ).makespan_us
 
 
 def _copy_ops(block: Block) -> list[Operation]:

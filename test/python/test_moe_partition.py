@@ -27,10 +27,10 @@ from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import build_region, simulate_range
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
-from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
-from lancet_mlir.sim.timeline import evaluate_fixed_order
+from lancet_mlir.sim import evaluate_fixed_order
 
 # layer 1 is MoE; 16 tokens, 4 experts (2 per rank on 2 ranks): switch capacity 4
 CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
@@ -160,11 +160,7 @@ def test_chooses_to_partition_when_the_all_to_all_dominates() -> None:
                         experts_per_rank=1, vocab=64)  # fmt: skip
     model = CostModel.from_config(CostConfig(device="v100"))
     before = makespan(build_gpt2_moe(cfg), model)
-    set_active_cost_config(CostConfig(device="v100"))
-    try:
-        module = partitioned(MoePartitionPass(algo="dp"), cfg)
-    finally:
-        set_active_cost_config(None)
+    module = partitioned(MoePartitionPass(algo="dp", device="v100"), cfg)
     parts = {part(op) for op in body(module) if isinstance(op, AllToAllOp)}
     assert parts >= {0, 1}
     assert makespan(module, model) < before
