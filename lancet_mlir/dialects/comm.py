@@ -408,8 +408,7 @@ class AllToAllVOp(CollectiveOp):
             assert isinstance(counts, TensorType)
             if not data.get_shape():
                 raise VerifyException(
-                    f"comm.all_to_allv: data operand #{n} must have a leading chunk dim, "
-                    f"got {data}"
+                    f"comm.all_to_allv: data operand #{n} must have a leading chunk dim, got {data}"
                 )
             groups = data.get_shape()[0]
             if not isinstance(counts.element_type, IntegerType):

@@ -115,7 +115,7 @@ def _int_bound(op: Operation) -> int:
 def synthetic_inputs(op: Operation, seed: int) -> list[np.ndarray]:
     """Deterministic operand values of `op` (see the module doc)."""
     from lancet_mlir.dialects.comp import tensor_sig
-    from lancet_mlir.dialects.kernels import numpy_dtype
+    from lancet_mlir.runtime.kernels import numpy_dtype
 
     rng = np.random.default_rng([seed, len(op.operands)])
     bound = _int_bound(op)
