@@ -146,8 +146,13 @@ def solve_axes(
     `cache` may carry the ops' options between calls on the same graph."""
     nodes = sorted(set(candidates) | set(anchors))
     required = set(anchors)
-    groups = sorted({1} | {_a2a_group(o)[2] for o in map(graph.ops.__getitem__, nodes)
-                           if isinstance(o, AllToAllOp) and _a2a_group(o) is not None})  # fmt: skip
+    groups = [1]
+    for i in nodes:
+        op = graph.ops[i]
+        info = _a2a_group(op) if isinstance(op, AllToAllOp) else None
+        if info is not None and info[2] not in groups:
+            groups.append(info[2])
+    groups.sort()
     cache = {} if cache is None else cache
     for i in nodes:
         if (i, tuple(groups)) not in cache:
@@ -171,9 +176,9 @@ def solve_axes(
         for ref, want in zip(operand_refs[i], option[0], strict=True):
             if ref is not None and ref[0] in downstream:
                 return False  # the path would leave the region and come back
-            producer = chosen.get(ref[0]) if ref is not None else None
-            if producer is None:
+            if ref is None or ref[0] not in chosen:
                 continue  # from outside the region: split at the border or used whole
+            producer = chosen[ref[0]]
             have = producer[1][ref[1]]
             if have == PARTIAL or want is None or want != have:
                 return False

@@ -23,6 +23,11 @@ from lancet_mlir.partition.rewriter import role_of
 from lancet_mlir.partition.rules import PARTIAL, build_kernel_op
 
 
+def _producers(op: Operation) -> list[Operation]:
+    """The ops defining `op`'s operands (block arguments have none)."""
+    return [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+
+
 class _Tasks:
     def __init__(self) -> None:
         self.preds: list[list[int]] = []
@@ -65,18 +70,20 @@ def _simulate(
     task_of: dict[Operation, int] = {}
     for op, phase in zip(list(out.ops), list(out.phases), strict=True):
         if phase == PRELUDE:  # border splits: their inputs come from outside the range
-            preds = [task_of[v.owner] for v in op.operands if v.owner in task_of]
+            preds = [task_of[o] for o in _producers(op) if o in task_of]
             task_of[op] = tasks.add(time_of(op), False, PRELUDE, preds)
-    template = {i: builder.chunks[(i, 0)][0].owner for i in out.nodes}
+    template: dict[int, Operation] = {}
+    for i in out.nodes:
+        owner = builder.chunks[(i, 0)][0].owner
+        assert isinstance(owner, Operation)
+        template[i] = owner
     node_of = {op: i for i, op in template.items()}
     part_task: dict[tuple[int, int], int] = {}
     for k in range(n):
         for i in out.nodes:
             copy = template[i]
-            assert isinstance(copy, Operation)
             preds = []
-            for v in copy.operands:
-                owner = v.owner
+            for owner in _producers(copy):
                 if owner in node_of:
                     preds.append(part_task[(node_of[owner], k)])
                 elif owner in task_of:
@@ -97,8 +104,7 @@ def _simulate(
         if i in inside:
             continue
         preds = []
-        for v in graph.ops[i].operands:
-            owner = v.owner
+        for owner in _producers(graph.ops[i]):
             if owner in merged:
                 preds.append(merged[owner])
             elif owner in index and index[owner] in other_task:

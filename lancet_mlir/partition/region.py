@@ -124,7 +124,7 @@ class RegionBuilder:
             split = self.out.add(
                 build_kernel_op("split", [v], {"axis": axis, "num": self.n}, role), PRELUDE
             )
-            parts = list(split.results)
+            parts: list[SSAValue] = list(split.results)
         else:
             block = shape[axis] // groups
             wide = self.out.add(
