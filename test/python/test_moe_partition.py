@@ -28,7 +28,9 @@ from lancet_mlir.partition.region import build_region, simulate_range
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
+from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.mpi_util import mpiexec_argv
+from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim import evaluate_fixed_order
 
@@ -221,3 +223,18 @@ def test_template_estimate_equals_the_built_region_simulation(n: int) -> None:
         region.discard()
         assert estimate_range(graph, nodes, solution, n, time_of) == pytest.approx(built, rel=1e-12)
         assert built > 0
+
+
+def test_new_shapes_missing_from_the_profile_are_estimated_not_zero(tmp_path) -> None:
+    # a profile of every op of the input: the per-part ops have new shapes (profile misses)
+    original = body(build_gpt2_moe(CFG))
+    db = ProfileDB({op_key(op): ProfileEntry(50.0) for op in original}, {"device": "h100"})
+    db.save(tmp_path / "prof.json")
+    config = CostConfig(profiles=(str(tmp_path / "prof.json"),))
+    module = partitioned(MoePartitionPass(parts=2, profile=(str(tmp_path / "prof.json"),)))
+    model = CostModel.build(config)
+    new = [op for op in body(module) if part(op) is not None]
+    assert new
+    times = [model.op_time_us(op, CFG.world_size) for op in new]
+    assert all(t > 0 for t in times)
+    assert any(t != 50.0 for t in times)  # estimated for their own shapes, not copied
