@@ -8,12 +8,13 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import StringAttr
 
+from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
-ROLE_ATTR = "lancet.role"
+ROLE_ATTR = attrs.ROLE
 
 
 def block_problem(graph: DataflowGraph, durations: Sequence[float]) -> Problem:

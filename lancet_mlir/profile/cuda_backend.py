@@ -36,7 +36,7 @@ class CudaError(RuntimeError):
 
 def runtime_module() -> Any:
     """cuda-python's CUDA runtime bindings (`cuda.bindings.runtime`)."""
-    from cuda.bindings import runtime
+    from cuda.bindings import runtime  # pyright: ignore[reportAttributeAccessIssue] - optional GPU dependency
 
     return runtime
 
@@ -75,7 +75,7 @@ def gpu_status() -> tuple[int, str]:
 
 def _import_cupy() -> Any:
     try:
-        import cupy
+        import cupy  # pyright: ignore[reportMissingImports] - optional GPU dependency
     except ImportError as exc:
         raise UserError(
             "--backend cuda needs CuPy: install the 'gpu' extra (pip install 'lancet-mlir[gpu]', "

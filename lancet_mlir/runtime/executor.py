@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.runtime import collectives
 from lancet_mlir.runtime.collectives import op_label
@@ -44,7 +45,7 @@ from lancet_mlir.support.errors import UserError, one_line
 Progress = Callable[[int, int, str], None]
 """A progress callback: (ops done, ops in total, the op just run)."""
 
-TIME_ATTR = "lancet.time_us"
+TIME_ATTR = attrs.TIME_US
 
 
 class Collectives(Protocol):

@@ -67,7 +67,8 @@ def check_memory(needed: int, what: str) -> None:
 def run_bytes(func: Operation, ranks: int) -> int:
     """Bytes the reference executor holds for `ranks` ranks of `func`: every argument and op
     result stays alive until the run ends (an upper bound of what numpy allocates)."""
-    per_rank = sum(tensor_bytes(arg.type) for arg in func.regions[0].blocks.first.args)
+    entry = func.regions[0].blocks.first
+    per_rank = sum(tensor_bytes(arg.type) for arg in entry.args) if entry is not None else 0
     per_rank += sum(tensor_bytes(r.type) for op in func.walk() for r in op.results)
     return per_rank * ranks
 

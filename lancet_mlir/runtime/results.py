@@ -23,7 +23,7 @@ _KEY = re.compile(r"^rank(\d+)/(\d+)$")
 def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Write `arrays` to `path` atomically (temporary file in the same folder + rename)."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **dict(arrays))
+        np.savez(f, **dict(arrays))  # pyright: ignore[reportArgumentType] - names, not allow_pickle
 
 
 def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:

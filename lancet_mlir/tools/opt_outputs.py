@@ -39,8 +39,8 @@ from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
-    from lancet_mlir.passes.simulate import BlockResult
     from lancet_mlir.profile.cost_model import CostConfig, CostModel
+    from lancet_mlir.sim.blocks import BlockResult
     from lancet_mlir.sim.options import SimOptions
 
 
@@ -143,24 +143,25 @@ def check_flags(args: argparse.Namespace) -> None:
 def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
     """The module attributes the given flags set (flags not given set nothing)."""
     out: dict[str, Attribute] = {}
-    get = lambda name: getattr(args, name, None)  # noqa: E731 - short local accessor
-    if get("world_size") is not None:
-        out[attrs.WORLD_SIZE] = IntegerAttr(get("world_size"), i64)
     for flag, name in (("device", attrs.DEVICE), ("cluster", attrs.CLUSTER)):
-        if get(flag) is not None:
-            out[name] = StringAttr(get(flag))
+        text = getattr(args, flag, None)
+        if text is not None:
+            out[name] = StringAttr(str(text))
     for flag, name in (("profile", attrs.PROFILE), ("comm_table", attrs.COMM_TABLE)):
-        files = get(flag) or []
+        files = [str(f) for f in getattr(args, flag, None) or []]
         if files:
             out[name] = StringAttr(files[0]) if len(files) == 1 else ArrayAttr(
                 [StringAttr(f) for f in files])
-    for flag, name in (("gpus_per_node", attrs.GPUS_PER_NODE), ("comm_streams", attrs.COMM_STREAMS)):
-        if get(flag) is not None:
-            out[name] = IntegerAttr(get(flag), i64)
+    for flag, name in (("world_size", attrs.WORLD_SIZE), ("gpus_per_node", attrs.GPUS_PER_NODE),
+                       ("comm_streams", attrs.COMM_STREAMS)):
+        count = getattr(args, flag, None)
+        if count is not None:
+            out[name] = IntegerAttr(int(count), i64)
     for flag, name in (("network_gbps", attrs.NETWORK_GBPS),
                        ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN)):
-        if get(flag) is not None:
-            out[name] = FloatAttr(float(get(flag)), Float64Type())
+        number = getattr(args, flag, None)
+        if number is not None:
+            out[name] = FloatAttr(float(number), Float64Type())
     return out
 
 
@@ -201,7 +202,7 @@ def before_pipeline(
     outputs will be: `report_costing(passes)`) and return it."""
     if not getattr(args, "gantt_compare", None):
         return None
-    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.sim.blocks import simulate_module
 
     _gantt_window(args)  # a bad window fails before any pass runs
     costing = report_costing(passes)
@@ -259,7 +260,7 @@ def _write_outputs(
     costing: CostOptions,
 ) -> None:
     """Simulate the final module and write the requested files."""
-    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.sim.blocks import simulate_module
 
     cost_model = costing.cost_model(module)
     sim = costing.sim_options(module)
@@ -388,7 +389,7 @@ def _write_gantt_compare(
     args: argparse.Namespace,
     costing: CostOptions,
 ) -> None:
-    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.sim.blocks import simulate_module
     from lancet_mlir.sim.gantt import compare_figure, save_figure
 
     after = simulate_module(module, costing.cost_model(module), costing.sim_options(module))

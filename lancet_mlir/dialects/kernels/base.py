@@ -155,7 +155,8 @@ class ParamSpec:
         if isinstance(value, ParamSpec):
             return value
         kind = bool if isinstance(value, bool) else type(value)
-        return ParamSpec(kind, tuple(value) if kind is tuple else value)
+        default: Any = value  # a bare default of any kind (not narrowed by the check above)
+        return ParamSpec(kind, tuple(default) if kind is tuple else default)
 
     def check(self, name: str, value: Any) -> Any:
         """Return `value` normalised to this parameter's kind, or raise KernelError."""
@@ -178,7 +179,8 @@ class ParamSpec:
             ok = isinstance(value, str)
         if not ok:
             raise KernelError(f"parameter '{name}' expects {self.kind_name}, got {value!r}")
-        normalised = tuple(int(v) for v in value) if kind is tuple else kind(value)
+        given: Any = value  # checked above against `kind`
+        normalised = tuple(int(v) for v in given) if kind is tuple else kind(given)
         if self.choices is not None and normalised not in self.choices:
             raise KernelError(
                 f"parameter '{name}' must be one of {', '.join(self.choices)}, got '{value}'"

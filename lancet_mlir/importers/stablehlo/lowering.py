@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import (
     AllGatherOp,
     AllReduceOp,
@@ -38,13 +39,17 @@ from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.profile.hlo_costs import hlo_attr, hlo_int, hlo_kind, leaf_types
 from lancet_mlir.support.errors import UserError
 
-ORIGIN_ATTR = "lancet.hlo_op"
+ORIGIN_ATTR = attrs.HLO_OP
 """Name of the HLO op a comm op was imported from (string)."""
-GLUE_ATTR = "lancet.import_glue"
+GLUE_ATTR = attrs.IMPORT_GLUE
 """Unit attribute on the concat/split glue of an MHLO array all-to-all."""
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """HLO collective kinds (`hlo_kind`) the importer converts."""
+
+UNSUPPORTED_COLLECTIVES = ("collective_permute", "collective_broadcast", "send", "recv")
+"""HLO communication ops with no `comm` spelling: importing them as compute would hide
+communication from the scheduler, so the importer rejects them."""
 
 _REDUCTIONS = {
     "add": ReductionKind.SUM,
@@ -99,11 +104,13 @@ def _rewire_one(rewriter: PatternRewriter, old: SSAValue, new: list[SSAValue], w
 
 # ---- collectives ----------------------------------------------------------------------------
 def replica_groups(op: Operation) -> GroupsAttr | None:
-    """`replica_groups` as a comm groups attribute (None when empty: all ranks)."""
+    """`replica_groups` as a comm groups attribute (None when empty: all ranks). The
+    attribute is required (StableHLO and MHLO both declare it): a missing one is an error,
+    not silently "all ranks"."""
     where = op_display_name(op)
     attr = hlo_attr(op, "replica_groups")
     if attr is None:
-        return None
+        raise UserError(f"{where}: missing replica_groups")
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise UserError(f"{where}: unsupported replica_groups {attr}")
     shape = list(attr.get_shape() or ())
@@ -137,6 +144,14 @@ def _reduction(op: Operation) -> ReductionAttr:
     return ReductionAttr(kind)
 
 
+def _required_int(op: Operation, name: str) -> int:
+    """A dimension attribute the HLO op must carry (no silent default of 0)."""
+    value = hlo_int(op, name)
+    if value is None:
+        raise UserError(f"{op_display_name(op)}: missing {name}")
+    return value
+
+
 @dataclass
 class Lowered:
     """The ops replacing one HLO collective and the tensors replacing its results."""
@@ -161,15 +176,16 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
     if kind == "all_reduce":
         comm: CollectiveOp = AllReduceOp(operands, result_types, props)
     elif kind == "all_gather":
-        props["axis"] = IntegerAttr(hlo_int(op, "all_gather_dim") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "all_gather_dim"), i64)
         comm = AllGatherOp(operands, result_types, props)
     elif kind == "reduce_scatter":
-        props["axis"] = IntegerAttr(hlo_int(op, "scatter_dimension") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "scatter_dimension"), i64)
         comm = ReduceScatterOp(operands, result_types, props)
     elif hlo_attr(op, "split_dimension") is None:
         return _lower_array_all_to_all(op, operands, groups)
     else:
-        split, concat = hlo_int(op, "split_dimension") or 0, hlo_int(op, "concat_dimension") or 0
+        split = _required_int(op, "split_dimension")
+        concat = _required_int(op, "concat_dimension")
         count = hlo_int(op, "split_count")
         if groups is not None and count is not None and count != len(groups.rank_lists[0]):
             raise UserError(f"{where}: split_count {count} differs from the group size")
@@ -192,7 +208,7 @@ def _lower_array_all_to_all(
         raise UserError(f"{where}: {len(operands)} operands for a group of {size} ranks")
     if len({str(v.type) for v in operands}) != 1:
         raise UserError(f"{where}: array all-to-all operands must have one type")
-    glue = {"lancet.time_us": 0.0, GLUE_ATTR: UnitAttr()}
+    glue = {attrs.TIME_US: 0.0, GLUE_ATTR: UnitAttr()}
     try:
         concat = build_op("concat", operands, {"axis": 0}, attrs=glue)
         joined = concat.results[0]
