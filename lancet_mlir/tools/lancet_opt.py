@@ -7,7 +7,9 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
 * `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--world-size N`, `--overlap-slowdown F`:
   the cost model every pass of the pipeline uses;
 * `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
-* `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank.
+* `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank;
+* `--verbose`: optimizing passes print one line per stage on stderr (the INFO records of the
+  `lancet_mlir` loggers, e.g. lancet-schedule's makespan and exposed communication).
 
 Errors end with one line on stderr and exit code 1; `-o FILE` is written only on success.
 """
@@ -16,6 +18,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from collections.abc import Sequence
 from typing import IO, NoReturn
 
@@ -70,6 +76,8 @@ class LancetOptMain(xDSLOptMain):
                 help=f"run '{pipeline}' (before any -p passes)",
             )
         opt_outputs.register_arguments(group)
+        group.add_argument("--verbose", action="store_true",
+                           help="print one line per optimization stage (makespan, exposed communication) on stderr")
 
     # ---- pipeline ------------------------------------------------------------------------------
     def setup_pipeline(self) -> None:
@@ -103,19 +111,39 @@ class LancetOptMain(xDSLOptMain):
         return self._pending_output
 
     def run(self) -> None:
-        if getattr(self.args, "mpi", False):
-            from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
+        with _stage_logging(getattr(self.args, "verbose", False)):
+            if getattr(self.args, "mpi", False):
+                from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
 
-            run_on_rank0_and_broadcast(self)
-            return
-        super().run()
-        self.commit_output()
+                run_on_rank0_and_broadcast(self)
+                return
+            super().run()
+            self.commit_output()
 
     def commit_output(self) -> None:
         """Atomically write the buffered `-o` output (temp file + rename)."""
         if self._pending_output is None:
             return
         write_atomic(self.args.output_file, self._pending_output.getvalue())
+
+
+@contextmanager
+def _stage_logging(verbose: bool) -> Iterator[None]:
+    """With `--verbose`, show the `lancet_mlir` loggers' INFO lines on stderr meanwhile."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("lancet_mlir")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def _usage_error(message: str) -> NoReturn:
