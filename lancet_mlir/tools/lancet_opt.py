@@ -20,9 +20,8 @@ import argparse
 import io
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from collections.abc import Sequence
 from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
