@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from lancet_mlir.runtime.executor import ExecResult, execute, select_function
+from lancet_mlir.runtime.executor import (
+    ExecResult,
+    all_rank_inputs,
+    check_world_size,
+    execute,
+    select_function,
+)
 from lancet_mlir.runtime.loader import LoadedModule, load_module
 from lancet_mlir.support.errors import UserError
 
@@ -162,6 +168,10 @@ def compare_modules(
     """
     ma, mb = _as_module(a), _as_module(b)
     check_same_signature(ma, mb, func, (_label(a, "the first module"), _label(b, "the second module")))
+    if inputs is None and comm is None:
+        # draw the inputs once for both runs (and replicated ones once for all ranks)
+        check_world_size(ma, ranks)
+        inputs = all_rank_inputs(select_function(ma, func), range(ranks), seed=seed)
     ra = execute(ma, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
     rb = execute(mb, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm)
     return compare_results(ra, rb, rtol=rtol, atol=atol)

@@ -154,9 +154,15 @@ def check_world_size(module: ModuleOp, ranks: int, how: str = "--ranks") -> None
 
 
 def function_inputs(
-    func: FuncOp, *, seed: int, rank: int, given: Mapping[int, Sequence[np.ndarray]] | None = None
+    func: FuncOp,
+    *,
+    seed: int,
+    rank: int,
+    given: Mapping[int, Sequence[np.ndarray]] | None = None,
+    replica_cache: dict[int, np.ndarray] | None = None,
 ) -> list[np.ndarray]:
-    """Rank `rank`'s argument values: from `given[rank]` if provided, else deterministic."""
+    """Rank `rank`'s argument values: from `given[rank]` if provided, else deterministic
+    (replicated arguments drawn once per `replica_cache`, see `make_inputs`)."""
     arg_types = list(func.function_type.inputs.data)
     if given is not None:
         if rank not in given:
@@ -174,7 +180,19 @@ def function_inputs(
     attrs: list[DictionaryAttr | None] = (
         list(func.arg_attrs.data) if func.arg_attrs is not None else [None] * len(arg_types)
     )
-    return make_inputs(arg_types, attrs, seed=seed, rank=rank)
+    return make_inputs(arg_types, attrs, seed=seed, rank=rank, replica_cache=replica_cache)
+
+
+def all_rank_inputs(
+    func: FuncOp, ranks: Sequence[int], *, seed: int,
+    given: Mapping[int, Sequence[np.ndarray]] | None = None,
+) -> dict[int, list[np.ndarray]]:
+    """Argument values of every rank in `ranks` (replicated arguments are drawn once)."""
+    cache: dict[int, np.ndarray] = {}
+    return {
+        r: function_inputs(func, seed=seed, rank=r, given=given, replica_cache=cache)
+        for r in ranks
+    }
 
 
 # ---- the reference executor ------------------------------------------------------------------
@@ -354,9 +372,8 @@ def _execute_local(
         backend.prepare(executor.collective_ops())
     except collectives.CollectiveError as exc:
         raise UserError(str(exc)) from exc
-    local_inputs = [
-        function_inputs(func, seed=seed, rank=r, given=inputs) for r in backend.local_ranks
-    ]
+    by_rank = all_rank_inputs(func, backend.local_ranks, seed=seed, given=inputs)
+    local_inputs = [by_rank[r] for r in backend.local_ranks]
     try:
         results = executor.run(local_inputs)
     except collectives.CollectiveError as exc:

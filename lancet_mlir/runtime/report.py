@@ -1,32 +1,71 @@
-"""Printing equivalence-check results as a table (rich)."""
+"""Printing equivalence-check results: a summary, and the per-output table on request."""
 
 from __future__ import annotations
 
 from typing import IO
 
-from lancet_mlir.runtime.compare import CompareResult
+from lancet_mlir.runtime.compare import CompareResult, OutputDiff
+
+FAILURE_ROWS = 10
+"""Rows of failing outputs shown without --verbose."""
 
 
-def print_compare(result: CompareResult, name_a: str, name_b: str, stream: IO[str] | None = None) -> None:
-    """One row per output: rank, index, shape, dtype, max abs/rel error and a verdict."""
+def summary_line(result: CompareResult, name_a: str, name_b: str) -> str:
+    """One line: verdict and tolerances, how many outputs on how many ranks, the worst
+    error and where it is."""
+    verdict = "same" if result.ok else "DIFFERENT"
+    ranks = len({d.rank for d in result.diffs})
+    line = (
+        f"{name_a} vs {name_b}: {verdict} (rtol={result.rtol:g}, atol={result.atol:g}): "
+        f"{len(result.diffs)} outputs compared on {ranks} rank{'s' if ranks != 1 else ''}"
+    )
+    if not result.diffs:
+        return line
+    failed = len(result.failures())
+    if failed:
+        line += f", {failed} beyond tolerance"
+    worst = max(result.diffs, key=lambda d: (d.max_abs_err, -d.rank, -d.index))
+    return (
+        f"{line}; worst abs err {worst.max_abs_err:.3g} (rank {worst.rank} result "
+        f"{worst.index}), worst rel err {result.max_rel_err:.3g}"
+    )
+
+
+def print_compare(
+    result: CompareResult,
+    name_a: str,
+    name_b: str,
+    stream: IO[str] | None = None,
+    *,
+    verbose: bool = False,
+) -> None:
+    """The summary line; then every output's row with `verbose`, else only the first
+    failing rows (at most FAILURE_ROWS); then any problems."""
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(file=stream, highlight=False, soft_wrap=True)
-    verdict = "same" if result.ok else "DIFFERENT"
-    table = Table(
-        title=f"{name_a} vs {name_b}: {verdict} (rtol={result.rtol:g}, atol={result.atol:g})",
-        title_justify="left",
-    )
+    console.print(summary_line(result, name_a, name_b), markup=False)
+    rows = result.diffs if verbose else result.failures()[:FAILURE_ROWS]
+    if rows:
+        console.print(_table(rows))
+    hidden = len(result.failures()) - len(rows)
+    if not verbose and hidden > 0:
+        console.print(f"... and {hidden} more outputs beyond tolerance (--verbose lists all)")
+    for problem in result.problems:
+        console.print(f"problem: {problem}", markup=False)
+
+
+def _table(rows: list[OutputDiff]):  # noqa: ANN202 - rich.table.Table, imported lazily
+    from rich.table import Table
+
+    table = Table()
     for name, justify in (("rank", "right"), ("result", "right"), ("shape", "left"),
                           ("dtype", "left"), ("max abs err", "right"), ("max rel err", "right"),
                           ("ok", "left")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for d in result.diffs:
+    for d in rows:
         shape = "x".join(map(str, d.shape)) or "scalar"
         ok = "yes" if d.ok else ("NO " + d.note).strip()
         table.add_row(str(d.rank), str(d.index), shape, d.dtype, f"{d.max_abs_err:.3g}",
                       f"{d.max_rel_err:.3g}", ok)
-    console.print(table)
-    for problem in result.problems:
-        console.print(f"problem: {problem}")
+    return table

@@ -111,12 +111,24 @@ def make_inputs(
     *,
     seed: int,
     rank: int,
+    replica_cache: dict[int, np.ndarray] | None = None,
 ) -> list[np.ndarray]:
-    """Deterministic values of every argument of a function for one rank."""
-    return [
-        make_input(ty, attrs, seed=seed, rank=rank, index=i)
-        for i, (ty, attrs) in enumerate(zip(arg_types, arg_attrs, strict=True))
-    ]
+    """Deterministic values of every argument of a function for one rank.
+
+    `replica_cache` (argument index -> value), shared between the ranks of one run, lets
+    `lancet.replicated` arguments be drawn once instead of once per rank: each rank gets a
+    copy, so a kernel that wrote into its input could not leak into another rank.
+    """
+    values = []
+    for i, (ty, attrs) in enumerate(zip(arg_types, arg_attrs, strict=True)):
+        replicated = attrs is not None and REPLICATED_ATTR in attrs.data
+        if replica_cache is None or not replicated:
+            values.append(make_input(ty, attrs, seed=seed, rank=rank, index=i))
+            continue
+        if i not in replica_cache:
+            replica_cache[i] = make_input(ty, attrs, seed=seed, rank=rank, index=i)
+        values.append(replica_cache[i].copy())
+    return values
 
 
 def check_value(value: np.ndarray, ty: Attribute, what: str) -> np.ndarray:

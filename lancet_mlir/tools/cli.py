@@ -11,10 +11,38 @@ from lancet_mlir.support.errors import UserError
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose usage errors become UserError: one line via run_cli, exit code 1."""
+    """argparse whose usage errors become UserError (one line via run_cli, exit code 1) and
+    whose help shows every option's default."""
 
     def error(self, message: str) -> NoReturn:
         raise UserError(message)
+
+    def format_help(self) -> str:  # noqa: D102 - argparse API
+        show_defaults(self)
+        return super().format_help()
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append "(default: X)" to the help of every option of `parser` (and its subcommands)
+    that has a meaningful default and whose help does not already mention one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+            continue
+        _annotate_default(action)
+
+
+def _annotate_default(action: argparse.Action) -> None:
+    default = action.default
+    if not action.option_strings or action.help == argparse.SUPPRESS:
+        return
+    if default is None or default is False or default == [] or default == argparse.SUPPRESS:
+        return
+    text = action.help or ""
+    if "default" in text:  # already explained in words (or annotated before)
+        return
+    action.help = f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
 
 
 def _bounded(convert: Callable[[str], float], low: float, what: str) -> Callable[[str], float]:

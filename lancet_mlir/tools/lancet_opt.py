@@ -34,6 +34,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import write_atomic
 from lancet_mlir.tools import opt_outputs
+from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
 
 PIPELINE_ALIASES: dict[str, str] = {
@@ -77,6 +78,7 @@ class LancetOptMain(xDSLOptMain):
         opt_outputs.register_arguments(group)
         group.add_argument("--verbose", action="store_true",
                            help="print one line per optimization stage (makespan, exposed communication) on stderr")
+        show_defaults(arg_parser)
 
     # ---- pipeline ------------------------------------------------------------------------------
     def setup_pipeline(self) -> None:

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
     p.add_argument("input", metavar="FILE.profile")
     p.add_argument("-o", "--output", default=None, help="JSON to write (default: stdout)")
-    p.add_argument("--device", default=None, help="device to record in the metadata")
+    p.add_argument("--device", default=None,
+                   help=f"device to record in the metadata, one of: {_devices()}")
 
     p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
     p.add_argument("input", metavar="FILE.csv")
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--device", default=None,
-                       help="for an XLA perf table: the device whose rows to show (e.g. h100)")
+                       help=f"for an XLA perf table: the device whose rows to show, one of: {_devices()}")
     group.add_argument("--gpu", default=None,
                        help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
 
@@ -98,9 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _devices() -> str:
+    from lancet_mlir.profile.devices import device_names
+
+    return ", ".join(device_names())
+
+
 def _gpu_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--device", default=None, help="device name (e.g. h100)")
+    group.add_argument("--device", default=None, help=f"device name, one of: {_devices()}")
     group.add_argument("--gpu", default=None, help="XLA gpu column value (e.g. sm_90)")
 
 

@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="relative tolerance of --compare (default 1e-4)")
     p.add_argument("--atol", type=non_negative_float, default=1e-5,
                    help="absolute tolerance of --compare (default 1e-5)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="--compare: print every rank x result row, not only the summary")
     return p
 
 
@@ -108,7 +110,7 @@ def _run_local(args: argparse.Namespace) -> int:
 def _report_compare(result: Any, args: argparse.Namespace) -> int:
     from lancet_mlir.runtime.report import print_compare
 
-    print_compare(result, args.compare[0], args.compare[1])
+    print_compare(result, args.compare[0], args.compare[1], verbose=args.verbose)
     if result.ok:
         return 0
     failures = result.failures()

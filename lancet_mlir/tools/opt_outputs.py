@@ -29,9 +29,11 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--profile", action="append", default=[], metavar="FILE",
                        help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable")
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
-                       help="measured collective times (CSV); repeatable")
+                       help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
+                       "collective perf table (docs/formats.md); repeatable")
     group.add_argument("--device", default=None, metavar="NAME",
-                       help="device spec for the roofline model and default comm table (default h100)")
+                       help="device spec for the roofline model and default comm table, one of: "
+                       f"{', '.join(_device_names())} (default h100)")
     group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
                        help="override the module's lancet.world_size")
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
@@ -46,6 +48,12 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="draw the simulated timeline with matplotlib")
     group.add_argument("--mpi", action="store_true",
                        help="under mpiexec: optimize on rank 0 and broadcast the result")
+
+
+def _device_names() -> list[str]:
+    from lancet_mlir.profile.devices import device_names
+
+    return device_names()
 
 
 def configure(args: argparse.Namespace) -> None:

@@ -116,3 +116,63 @@ def test_console_script_runs(tmp_path: Path) -> None:
     with np.load(tmp_path / "o.npz") as out:
         assert len(out.files) == 9
         assert out["rank0/0"].shape == ()
+
+
+def test_compare_prints_a_summary_and_rows_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, c = tmp_path / "a.mlir", tmp_path / "c.mlir"
+    a.write_text(SCALE.replace("ALPHA", "2.0"))
+    c.write_text(SCALE.replace("ALPHA", "2.5"))
+    ins = tmp_path / "in.npz"
+    x = {r: np.array([1.0, -2.0, 4.0 * (r + 1)], np.float32) for r in range(3)}
+    np.savez(ins, **{f"rank{r}/0": v for r, v in x.items()})
+    # same module: one line, no table
+    code, out, _ = cli("--compare", str(a), str(a), "--ranks", "3", "--inputs", str(ins),
+                       capsys=capsys)  # fmt: skip
+    assert code == 0
+    assert out.splitlines() == [
+        f"{a} vs {a}: same (rtol=0.0001, atol=1e-05): 3 outputs compared on 3 ranks; "
+        "worst abs err 0 (rank 0 result 0), worst rel err 0"
+    ]
+    # 2.0x vs 2.5x: the worst error is 0.5 * 12 = 6 on rank 2; relative 6 / 30 = 0.2
+    code, out, _ = cli("--compare", str(a), str(c), "--ranks", "3", "--inputs", str(ins),
+                       capsys=capsys)  # fmt: skip
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == (
+        f"{a} vs {c}: DIFFERENT (rtol=0.0001, atol=1e-05): 3 outputs compared on 3 ranks, "
+        "3 beyond tolerance; worst abs err 6 (rank 2 result 0), worst rel err 0.2"
+    )
+    failing_rows = [ln for ln in lines if "NO" in ln]
+    assert len(failing_rows) == 3  # failures are listed even without --verbose
+    # --verbose lists every output, passing ones included
+    code, out, _ = cli("--compare", str(a), str(a), "--ranks", "3", "--inputs", str(ins),
+                       "--verbose", capsys=capsys)  # fmt: skip
+    rows = [ln for ln in out.splitlines() if "float32" in ln]
+    assert [ln.split("│")[1].strip() for ln in rows] == ["0", "1", "2"]
+    assert all(ln.rstrip("│ ").endswith("yes") for ln in rows)
+
+
+REPLICATED = """func.func @main(%w: tensor<4xf32> {lancet.replicated}, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = comp.add %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+"""
+
+
+def test_compare_draws_replicated_inputs_once_per_run(tmp_path: Path) -> None:
+    from lancet_mlir.runtime.executor import all_rank_inputs, function_inputs, select_function
+
+    src = tmp_path / "r.mlir"
+    src.write_text(REPLICATED)
+    func = select_function(load_module(str(src)).module, None)
+    shared = all_rank_inputs(func, range(3), seed=5)
+    for r in range(3):
+        alone = function_inputs(func, seed=5, rank=r)  # no cache: drawn for this rank alone
+        for x, y in zip(shared[r], alone, strict=True):
+            np.testing.assert_array_equal(x, y)  # the cache changes no value
+    # the replicated %w is equal on every rank, yet each rank has its own array
+    assert shared[0][0] is not shared[1][0]
+    np.testing.assert_array_equal(shared[0][0], shared[2][0])
+    assert not np.array_equal(shared[0][1], shared[1][1])  # %x differs per rank
