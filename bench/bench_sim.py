@@ -26,7 +26,7 @@ from xdsl.parser import Parser
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.passes.lancet_schedule import profiled_fifo_schedule
-from lancet_mlir.profile.cost_model import active_cost_model
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim.timeline import evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.trace import chrome_trace
 
@@ -59,7 +59,7 @@ def measure(n_ops: int) -> dict[str, float]:
     module, parse_s = timed(lambda: Parser(comm_context(), text, "bench.mlir").parse_module())
     block = module.body.block.first_op.body.block
     graph, graph_s = timed(lambda: DataflowGraph.from_block(block))
-    durations, durations_s = timed(lambda: active_cost_model().graph_times(graph))
+    durations, durations_s = timed(lambda: CostModel.from_config(CostConfig()).graph_times(graph))
     fixed, fixed_s = timed(lambda: evaluate_fixed_order(graph, durations))
     _, slow_s = timed(lambda: evaluate_fixed_order(graph, durations, overlap_slowdown=1.5))
     listed, list_s = timed(lambda: list_schedule(graph, durations))

@@ -180,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: CuPy is missing (pip install cupy-cuda13x)", file=sys.stderr)
         return 2
 
+    from xdsl.dialects.builtin import StringAttr
+
+    from lancet_mlir.attrs import DEVICE, PROFILE
     from lancet_mlir.graph.dataflow import DataflowGraph
-    from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
+    from lancet_mlir.profile.cost_model import CostConfig, CostModel
     from lancet_mlir.profile.devices import device_names
     from lancet_mlir.profile.profile_db import ProfileDB
     from lancet_mlir.runtime.executor import select_function
@@ -192,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     measured_on = str(ProfileDB.load(args.profile).metadata.get("device", "h100")).lower()
     device = measured_on if measured_on in device_names() else "h100"
     cfg = CostConfig(profiles=(args.profile,), device=device)
-    set_active_cost_config(cfg)  # lancet-schedule uses the measured profile
+    # lancet-schedule costs with the measured profile: say so on the module
+    module.attributes[DEVICE] = StringAttr(device)
+    module.attributes[PROFILE] = StringAttr(args.profile)
     cost = CostModel.from_config(cfg)
     replayer = Replayer(0)
     rows = []

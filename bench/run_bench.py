@@ -8,8 +8,8 @@ Configurations: Lancet's GPT-2 MoE presets (`lancet_mlir.models.gpt2_moe.PRESETS
 and 32 ranks, each under the H100 and the A100 cost model, plus the JAX/XLA StableHLO
 fixtures (test/data/stablehlo) imported with `import-stablehlo`, whose input order is XLA's
 own schedule. Every pipeline of `PIPELINES` runs in-process (`PassPipeline.parse_spec`) on
-a fresh clone of the configuration's module, with the configuration's cost model active (so
-the passes and the simulator agree); the result is simulated with the fixed-order simulator
+a fresh clone of the configuration's module, whose `lancet.device` (and, with `--cluster`,
+`lancet.cluster`) attributes configure the passes and the simulator alike; the result is simulated with the fixed-order simulator
 (`simulate_graph` on the block holding the step). To benchmark a new optimizer, add one line to `PIPELINES`.
 
 Outputs (written atomically into --out): `bench_results.json` (everything),
@@ -39,6 +39,7 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
+from lancet_mlir.attrs import CLUSTER, DEVICE
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
@@ -46,11 +47,13 @@ from lancet_mlir.importers.stablehlo import graph_block, import_stablehlo
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.simulate import BlockResult, simulate_graph
-from lancet_mlir.profile.cost_model import CostConfig, CostModel, set_active_cost_config
+from lancet_mlir.profile.clusters import cluster_names, get_cluster
+from lancet_mlir.profile.cost_model import CostModel
+from lancet_mlir.profile.settings import module_cost_settings
 from lancet_mlir.runtime.loader import make_context
-from lancet_mlir.sim.options import resolve_sim_options
+from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.support.files import write_atomic
-from lancet_mlir.tools.errors import one_line
+from lancet_mlir.tools.errors import UserError, one_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_plots  # noqa: E402 - the plotting helpers next to this script
@@ -108,13 +111,30 @@ class BenchConfig:
     family: str  # the model without world size and device (a preset, a StableHLO file)
     model: GPT2MoEConfig | None = None
     file: str | None = None
+    cluster: str | None = None  # a cluster preset (its device is `device`)
+
+    def cost_attributes(self) -> dict[str, StringAttr]:
+        """The module attributes that make the passes and the simulator cost this config."""
+        out = {DEVICE: StringAttr(self.device)}
+        if self.cluster is not None:
+            out[CLUSTER] = StringAttr(self.cluster)
+        return out
 
 
 # ---- configurations ---------------------------------------------------------------------------
-def all_configs(quick: bool, dtype: str | None = None) -> list[BenchConfig]:
+def all_configs(
+    quick: bool, dtype: str | None = None, cluster: str | None = None
+) -> list[BenchConfig]:
     """The configurations of a full (or --quick) run, in report order. `dtype` replaces the
-    models' dtype (f32 in the presets) and is appended to their names."""
+    models' dtype (f32 in the presets) and is appended to their names; `cluster` replaces the
+    devices by that one cluster preset (its device, GPUs per node and network; named after
+    the cluster)."""
     devices = QUICK_DEVICES if quick else DEVICES
+    if cluster is not None:
+        return [replace(c, name=c.name.removesuffix(f"_{c.device}") + f"_{preset.name}",
+                        device=preset.device, cluster=preset.name)
+                for preset in (get_cluster(cluster),)
+                for c in all_configs(quick, dtype) if c.device == devices[0]]
     configs: list[BenchConfig] = []
     models = [("tiny_moe", QUICK_MODEL)] if quick else [
         (preset, replace(cfg, world_size=ws)) for preset, cfg in PRESETS.items() for ws in WORLD_SIZES
@@ -188,9 +208,7 @@ def simulate_main_block(module: ModuleOp, cost_model: CostModel) -> BlockResult:
     are part of their op and are not simulated on their own."""
     block = graph_block(module)
     graph = DataflowGraph.from_block(block)
-    durations, timeline, summary = simulate_graph(
-        graph, cost_model.graph_times(graph), resolve_sim_options()
-    )
+    durations, timeline, summary = simulate_graph(graph, cost_model.graph_times(graph), SimOptions())
     parent = block.parent_op()
     label = op_display_name(parent) if parent is not None else "<block>"
     return BlockResult(label, None, True, graph, durations, timeline, summary)
@@ -253,8 +271,8 @@ def add_speedups(entries: list[dict]) -> tuple[str | None, str | None]:
 def run_config(cfg: BenchConfig, pipelines: Sequence[Pipeline], keep_timelines: bool) -> tuple[dict, dict]:
     """Benchmark every pipeline on one configuration; (JSON entry, kept timelines by name)."""
     module, info = build_module(cfg)
-    cost_config = CostConfig(device=cfg.device)
-    set_active_cost_config(cost_config)
+    module.attributes.update(cfg.cost_attributes())  # what the passes and the simulator cost
+    cost_config = module_cost_settings(module).config()
     cost_model = CostModel.from_config(cost_config)
     ctx = make_context()
     entries: list[dict] = []
@@ -272,6 +290,8 @@ def run_config(cfg: BenchConfig, pipelines: Sequence[Pipeline], keep_timelines: 
         "source": cfg.source,
         "family": cfg.family,
         "device": cfg.device,
+        "cluster": cfg.cluster,
+        "network": cost_config.describe(),
         "world_size": ws.value.data if ws is not None else None,
         "input_ops": sum(1 for op in module.walk()),
         "input_collectives": sum(1 for op in module.walk() if isinstance(op, CollectiveOp)),
@@ -477,6 +497,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small configurations (CI smoke test)")
     parser.add_argument("--configs", nargs="*", help="glob patterns / substrings of config names")
+    parser.add_argument("--cluster", default=None,
+                        help=f"cost every configuration on one cluster preset instead of the "
+                        f"default devices: {', '.join(cluster_names())}")
     parser.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="dtype of the generated models (default: the presets' f32)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default bench/results)")
     parser.add_argument("--no-timing", action="store_true", help="skip the lancet-opt timing")
@@ -488,7 +511,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) -> int:
     """Run the benchmark; returns the exit code."""
     args = parse_args(argv)
-    configs = select(all_configs(args.quick, args.dtype), args.configs)
+    try:
+        configs = select(all_configs(args.quick, args.dtype, args.cluster), args.configs)
+    except UserError as exc:
+        sys.stderr.write(f"run_bench: error: --cluster: {exc}\n")
+        return 1
     if args.list:
         for cfg in configs:
             log(cfg.name)
@@ -515,7 +542,7 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
             timing = time_lancet_opt(name, model, Path(tmp))
         write_atomic(out / "lancet_opt_timing.json", json.dumps(timing, indent=1) + "\n")
         log(f"lancet-opt timing on {name}: parse {timing['parse_s']:.1f} s")
-    sim = resolve_sim_options()
+    sim = SimOptions()
     payload = {
         "meta": {
             "command": " ".join(["python bench/run_bench.py", *(argv if argv is not None else sys.argv[1:])]),

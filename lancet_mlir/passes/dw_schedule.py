@@ -11,13 +11,14 @@ from xdsl.passes import ModulePass
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
 from lancet_mlir.optimize.dw import dw_schedule
+from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
-from lancet_mlir.passes.scheduling import block_problem, cost_setup, never_worse
+from lancet_mlir.passes.scheduling import block_problem, never_worse
 from lancet_mlir.passes.simulate import simulated_blocks
 
 
 @dataclass(frozen=True)
-class DwSchedulePass(CheckedOptions, ModulePass):
+class DwSchedulePass(CostOptions, CheckedOptions, ModulePass):
     """Lancet's dW scheduling (lancet-algorithms.md §6.2-6.3), deterministic, never worse.
 
     Per block: Lancet's FIFO list schedule; weight-gradient candidates (compute ops unordered
@@ -29,20 +30,20 @@ class DwSchedulePass(CheckedOptions, ModulePass):
     the input order. Blocks without all-to-all get gap filling only; blocks without
     collectives are unchanged. Algorithm: `lancet_mlir.optimize.dw`.
 
-    Options:
+    Options (all optional; each overrides the module attribute of the same name,
+    `lancet.device`, `lancet.cluster`, ...; see `CostOptions`):
+      device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
+      gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       communication streams of the never-worse check (default 1)
       overlap-slowdown=F   compute slowdown while a collective runs, for the check (default 1.0)
-    Both default to the driver's settings (`--comm-streams`, `--overlap-slowdown`). The
-    placement itself assumes one communication stream and no slowdown.
+    The placement itself assumes one communication stream and no slowdown.
     """
 
     name = "dw-schedule"
 
-    comm_streams: int | None = None
-    overlap_slowdown: float | int | None = None
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cost_model, options = cost_setup(self.name, op, self.comm_streams, self.overlap_slowdown)
+        options = self.sim_options(op)
+        cost_model = self.cost_model(op)
         check_dominance(op)
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)

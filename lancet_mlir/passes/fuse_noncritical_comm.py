@@ -14,11 +14,11 @@ from lancet_mlir.optimize.chains import block_order, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.fusion import plan_noncritical_fusion
 from lancet_mlir.optimize.pipeline import PipelineResult
+from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.passes.scheduling import (
     apply_result,
     block_problem,
-    cost_setup,
     fusion_hooks,
     simulated_makespan,
 )
@@ -26,7 +26,7 @@ from lancet_mlir.passes.simulate import simulated_blocks
 
 
 @dataclass(frozen=True)
-class FuseNoncriticalCommPass(CheckedOptions, ModulePass):
+class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
     """Lancet's non-critical all-reduce fusion (lancet-algorithms.md §7.5), index bug fixed.
 
     Per block, in its current order: consecutive compatible all-reduces on the communication
@@ -36,7 +36,10 @@ class FuseNoncriticalCommPass(CheckedOptions, ModulePass):
     (`fuse_collectives`), its time comes from the cost model. The other ops keep their
     relative order. Algorithm: `lancet_mlir.optimize.fusion`.
 
-    Options:
+    Options (all optional; each overrides the module attribute of the same name; see
+    `CostOptions`):
+      device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
+      gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       communication streams of the never-worse check (default 1)
       overlap-slowdown=F   compute slowdown while a collective runs, for the check (default 1.0)
     The merge decisions use one communication stream and no slowdown; the result is kept only
@@ -45,11 +48,9 @@ class FuseNoncriticalCommPass(CheckedOptions, ModulePass):
 
     name = "fuse-noncritical-comm"
 
-    comm_streams: int | None = None
-    overlap_slowdown: float | int | None = None
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cost_model, options = cost_setup(self.name, op, self.comm_streams, self.overlap_slowdown)
+        options = self.sim_options(op)
+        cost_model = self.cost_model(op)
         check_dominance(op)
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)

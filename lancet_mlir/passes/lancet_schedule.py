@@ -17,11 +17,11 @@ from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
+from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_number
 from lancet_mlir.passes.scheduling import (
     apply_result,
     block_problem,
-    cost_setup,
     fusion_hooks,
     simulated_makespan,
 )
@@ -105,10 +105,11 @@ def partition_stage(partition: str, ctx: Context, module: ModuleOp) -> None:
 
 
 @dataclass(frozen=True)
-class LancetSchedulePass(CheckedOptions, ModulePass):
+class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     """Lancet's optimization pipeline (lancet-algorithms.md §1.4), near-optimal, never worse.
 
-    Per block, with the active cost model (`lancet.time_us` > profile > roofline/comm table):
+    Per block, with the cost model of the pass's options and the module (`lancet.time_us` >
+    profile > roofline/comm table; `passes/costing.py`):
     1. list schedule: Lancet's FIFO list schedule, weight-update ops delayed (§6.1);
     2. dW placement (`heuristic=dw`): dW ops into all-to-all windows, all-reduces into the
        communication gaps (§6.2-6.3, as `dw-schedule`);
@@ -130,11 +131,13 @@ class LancetSchedulePass(CheckedOptions, ModulePass):
       partition=none       partition stage (dp and range: not available yet; default none)
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off)
+      device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
+      gpus-per-node=N, network-gbps=F   the cost model (each overrides the module attribute
+                           of the same name, `lancet.device`, ...; see `CostOptions`)
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
-    The last two default to the driver's settings (`--comm-streams`, `--overlap-slowdown`);
-    stages 2-4 optimize for one communication stream and no slowdown, the final check uses
-    the options.
+    Stages 2-4 optimize for one communication stream and no slowdown; the final check uses
+    `comm-streams` and `overlap-slowdown`.
     """
 
     name = "lancet-schedule"
@@ -143,12 +146,11 @@ class LancetSchedulePass(CheckedOptions, ModulePass):
     partition: str = "none"
     fusion: bool = True
     max_seconds: float | int = 10.0
-    comm_streams: int | None = None
-    overlap_slowdown: float | int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self._check_options()
-        cost_model, options = cost_setup(self.name, op, self.comm_streams, self.overlap_slowdown)
+        options = self.sim_options(op)
+        cost_model = self.cost_model(op)
         check_dominance(op)
         partition_stage(self.partition, ctx, op)
         for item in simulated_blocks(op):

@@ -26,6 +26,8 @@ def _scalar_types(hint: Any) -> tuple[tuple[type, ...], bool]:
     origin = get_origin(hint)
     if origin in (Union, UnionType):
         kinds = tuple(a for a in get_args(hint) if a is not NoneType)
+        if len(kinds) == 1 and get_origin(kinds[0]) is tuple:  # `tuple[str, ...] | None`
+            return _scalar_types(kinds[0])
         return kinds, False
     if origin is tuple:
         return tuple(a for a in get_args(hint) if a is not Ellipsis), True

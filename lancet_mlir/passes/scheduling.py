@@ -1,12 +1,13 @@
 """Glue shared by the optimizing schedulers (dw-schedule, fuse-noncritical-comm,
-lancet-schedule): cost setup, the plain-data problem of a block, the never-worse rule,
-fusion pricing and applying a (fused, reordered) result to the IR."""
+lancet-schedule): the plain-data problem of a block, the never-worse rule, fusion pricing
+and applying a (fused, reordered) result to the IR. Costing comes from the `CostOptions`
+mixin (`passes/costing.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import StringAttr
 
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
@@ -14,25 +15,11 @@ from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
 from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.optimize.problem import Problem
-from lancet_mlir.passes.simulate import GraphCostModel, pass_options
+from lancet_mlir.passes.simulate import GraphCostModel
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
 ROLE_ATTR = "lancet.role"
-
-
-def cost_setup(
-    pass_name: str, module: ModuleOp, comm_streams: int | None, overlap_slowdown: float | None
-) -> tuple[GraphCostModel, SimOptions]:
-    """The cost model and simulator options a scheduling pass uses on `module`.
-
-    The one place that knows where costing comes from (today: the driver's active cost
-    model and the pass's simulator options).
-    """
-    options = pass_options(pass_name, comm_streams, overlap_slowdown)
-    from lancet_mlir.profile.cost_model import active_cost_model
-
-    return active_cost_model(), options
 
 
 def block_problem(graph: DataflowGraph, durations: Sequence[float]) -> Problem:

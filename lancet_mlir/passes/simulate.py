@@ -11,12 +11,12 @@ from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, ModuleOp,
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
-from lancet_mlir.passes.options import CheckedOptions, check_int, check_number
-from lancet_mlir.sim.options import SimOptions, resolve_sim_options
+from lancet_mlir.passes.costing import CostOptions
+from lancet_mlir.passes.options import CheckedOptions
+from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.timeline import Timeline, evaluate_fixed_order, summarize
 
 START_ATTR = "lancet.start_us"
@@ -106,25 +106,20 @@ def simulated_blocks(module: ModuleOp) -> list[SimBlock]:
 
 def simulate_module(
     module: ModuleOp,
-    cost_model: GraphCostModel | None = None,
+    cost_model: GraphCostModel,
+    options: SimOptions | None = None,
     *,
-    num_comm_streams: int | None = None,
-    overlap_slowdown: float | int | None = None,
     annotate: bool = False,
 ) -> list[BlockResult]:
-    """Fixed-order simulation of every block of `module` (see `simulated_blocks`).
+    """Fixed-order simulation of every block of `module` (see `simulated_blocks`) with
+    `cost_model` and `options` (default: 1 comm stream, no slowdown).
 
-    `cost_model` defaults to `active_cost_model()`; stream count and slowdown default to the
-    process-wide simulator options. With `annotate`, writes `lancet.start_us`,
-    `lancet.end_us` (f64) and `lancet.stream` (i64) on every op of every simulated block
-    (terminators excluded) and `lancet.makespan_us`/`lancet.exposed_comm_us` on every
-    func.func (sums over its body blocks).
+    With `annotate`, writes `lancet.start_us`, `lancet.end_us` (f64) and `lancet.stream`
+    (i64) on every op of every simulated block (terminators excluded) and
+    `lancet.makespan_us`/`lancet.exposed_comm_us` on every func.func (sums over its body
+    blocks).
     """
-    options = resolve_sim_options(num_comm_streams, overlap_slowdown)
-    if cost_model is None:
-        from lancet_mlir.profile.cost_model import active_cost_model
-
-        cost_model = active_cost_model()
+    options = options or SimOptions()
     results: list[BlockResult] = []
     for item in simulated_blocks(module):
         graph = DataflowGraph.from_block(item.block)
@@ -173,48 +168,28 @@ def annotate_module(module: ModuleOp, results: Sequence[BlockResult]) -> None:
         func.attributes[EXPOSED_ATTR] = FloatAttr(exposed, _F64)
 
 
-def pass_options(
-    pass_name: str, comm_streams: int | None, overlap_slowdown: float | None
-) -> SimOptions:
-    """Resolve a pass's simulator options, failing with the pass and option name on bad
-    values (booleans included)."""
-    if comm_streams is not None:
-        check_int(pass_name, "comm-streams", comm_streams, 1)
-    if overlap_slowdown is not None:
-        check_number(pass_name, "overlap-slowdown", overlap_slowdown, 1.0)
-    try:
-        return resolve_sim_options(comm_streams, overlap_slowdown)
-    except ValueError as exc:
-        raise PassFailedException(f"{pass_name}: {exc}") from None
-
-
 @dataclass(frozen=True)
-class SimulatePass(CheckedOptions, ModulePass):
+class SimulatePass(CostOptions, CheckedOptions, ModulePass):
     """Simulate every block in its current order and annotate the IR with the timeline.
 
-    Uses the active cost model (`lancet.time_us` > profile > roofline/comm table). Every op
-    of every simulated block gets `lancet.start_us`, `lancet.end_us` (f64, µs from the start
-    of its block) and `lancet.stream` (i64: 0 compute, 1.. communication); every func.func
-    gets `lancet.makespan_us` and `lancet.exposed_comm_us`. The order is not changed.
+    Costs ops with the cost model of its options and the module (`lancet.time_us` > profile >
+    roofline/comm table; `passes/costing.py`). Every op of every simulated block gets
+    `lancet.start_us`, `lancet.end_us` (f64, µs from the start of its block) and
+    `lancet.stream` (i64: 0 compute, 1.. communication); every func.func gets
+    `lancet.makespan_us` and `lancet.exposed_comm_us`. The order is not changed.
 
-    Options:
+    Options (all optional; each overrides the module attribute of the same name,
+    `lancet.device`, `lancet.cluster`, ...; see `CostOptions`):
+      device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
+      gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
-    Both default to the driver's settings (`--comm-streams`, `--overlap-slowdown`) when not
-    given.
     """
 
     name = "simulate"
 
-    comm_streams: int | None = None
-    overlap_slowdown: float | int | None = None
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = pass_options(self.name, self.comm_streams, self.overlap_slowdown)
+        options = self.sim_options(op)
+        cost_model = self.cost_model(op)
         check_dominance(op)
-        simulate_module(
-            op,
-            num_comm_streams=options.num_comm_streams,
-            overlap_slowdown=options.overlap_slowdown,
-            annotate=True,
-        )
+        simulate_module(op, cost_model, options, annotate=True)

@@ -15,6 +15,10 @@ Priority, first that applies:
    used as given: a measured or explicit time is never floored);
 4. 0, and the op is listed in the one summary warning `warn_unknown()` prints.
 
+Configuration: a `CostConfig` (device, cluster preset, network overrides, files), built by
+the costing passes from their options and the module's `lancet.*` attributes
+(`passes/costing.py`, `profile/settings.py`); there is no process-wide "active" model.
+
 Comm tables: the device's shipped table, where `--comm-table` files override it per
 (kind, group size); several user files pool their samples. Several profiles are merged
 (count-weighted). Models are cached per CostConfig and the size and modification time of its
@@ -28,17 +32,19 @@ measured on another model (other shapes or dtype: no key matches) does not go un
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation
 
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
+from lancet_mlir.profile.clusters import get_cluster
 from lancet_mlir.profile.comm_loaders import load_comm_table
-from lancet_mlir.profile.comm_model import CommModel, CommTable
+from lancet_mlir.profile.comm_model import CommModel, CommTable, InterNode
 from lancet_mlir.profile.devices import Device, canonical_device_name, get_device
 from lancet_mlir.profile.fileio import data_path
 from lancet_mlir.profile.keys import op_key
@@ -65,15 +71,71 @@ ZERO_COST_OPS: frozenset[str] = frozenset(
 """Ops that cost nothing by nature (constants, tuples, terminators): no warning for them."""
 
 
+DEFAULT_DEVICE = "h100"
+"""The device costed when neither a device nor a cluster is given."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a CostConfig's device and cluster settings resolve to."""
+
+    device: Device
+    cluster: str | None
+    internode: InterNode
+
+
 @dataclass(frozen=True)
 class CostConfig:
     """What the cost model is built from: profile files (.json / .profile), comm-table files,
-    the device name and an optional world size overriding the modules' `lancet.world_size`."""
+    the device, the cluster preset (device + network), network overrides, and an optional
+    world size overriding the modules' `lancet.world_size`.
+
+    `device` None: the cluster's device, else h100. `gpus_per_node` / `network_gbps` None: the
+    cluster's values, else the device's defaults (devices.py). An explicit `device` with a
+    cluster keeps the cluster's network and replaces its GPU.
+    """
 
     profiles: tuple[str, ...] = ()
     comm_tables: tuple[str, ...] = ()
-    device: str = "h100"
+    device: str | None = None
     world_size: int | None = None
+    cluster: str | None = None
+    gpus_per_node: int | None = None
+    network_gbps: float | None = None
+
+    def hardware(self) -> Hardware:
+        """Resolve device and network (UserError for unknown names or bad numbers)."""
+        preset = get_cluster(self.cluster) if self.cluster is not None else None
+        device = get_device(self.device or (preset.device if preset else DEFAULT_DEVICE))
+        if preset is not None:
+            internode = InterNode(preset.gpus_per_node, preset.network_gbps_per_gpu,
+                                  preset.latency_us)
+        else:
+            internode = device.internode()
+        if self.gpus_per_node is not None:
+            if isinstance(self.gpus_per_node, bool) or self.gpus_per_node < 1:
+                raise UserError(f"gpus per node must be an integer >= 1, got {self.gpus_per_node}")
+            internode = replace(internode, gpus_per_node=int(self.gpus_per_node))
+        if self.network_gbps is not None:
+            gbps = self.network_gbps
+            if isinstance(gbps, bool) or not (math.isfinite(gbps) and gbps > 0):
+                raise UserError(f"network Gb/s per GPU must be a finite number > 0, got {gbps}")
+            internode = replace(internode, gbps_per_gpu=float(gbps))
+        return Hardware(device, preset.name if preset else None, internode)
+
+    def describe(self) -> dict:
+        """What a report says about this configuration (resolved device and network)."""
+        hw = self.hardware()
+        return {
+            "device": hw.device.name,
+            "cluster": hw.cluster,
+            "gpus_per_node": hw.internode.gpus_per_node,
+            "network_gbps_per_gpu": hw.internode.gbps_per_gpu,
+            "internode_latency_us": hw.internode.latency_us,
+            "profiles": list(self.profiles),
+            "comm_tables": list(self.comm_tables),
+            "world_size": self.world_size,
+        }
 
 
 def explicit_time_us(op: Operation) -> float | None:
@@ -82,10 +144,11 @@ def explicit_time_us(op: Operation) -> float | None:
 
 
 def _comm_model(
-    cfg: CostConfig, device: Device, notes: list[str]
+    cfg: CostConfig, hw: Hardware, notes: list[str]
 ) -> tuple[CommModel, list[tuple[str, int]]]:
     """The device's default table overridden by the user's tables per (kind, group size), and
     the (kind, group size) pairs the user's tables hold."""
+    device = hw.device
     table = CommTable()
     labels: list[str] = []
     if device.comm_table is not None:
@@ -103,7 +166,7 @@ def _comm_model(
     for key, rows in user.samples.items():
         table.samples[key] = list(rows)
     model = CommModel.from_table(
-        table, device.alpha_beta, " + ".join(labels), device.internode(),
+        table, device.alpha_beta, " + ".join(labels), hw.internode,
         device.nvlink_bytes_per_s,
     )
     return model, user.keys()
@@ -137,7 +200,8 @@ class CostModel:
     @classmethod
     def build(cls, cfg: CostConfig) -> CostModel:
         """Load every file of `cfg` now (bad files raise UserError naming the file)."""
-        device = get_device(cfg.device)
+        hw = cfg.hardware()
+        device = hw.device
         if cfg.world_size is not None and cfg.world_size < 1:
             raise UserError(f"world size must be >= 1, got {cfg.world_size}")
         notes: list[str] = []
@@ -151,7 +215,7 @@ class CostModel:
                     "profiled times are used as they are"
                 )
             profile.merge(loaded)
-        comm, user_keys = _comm_model(cfg, device, notes)
+        comm, user_keys = _comm_model(cfg, hw, notes)
         model = cls(cfg, device, profile, comm, user_keys)
         model._notes.extend(notes)
         return model
@@ -253,7 +317,6 @@ def _pair(key: tuple[str, int]) -> str:
 
 _Stamp = tuple[int, int] | None
 _MODELS: dict[CostConfig, tuple[tuple[_Stamp, ...], CostModel]] = {}
-_ACTIVE: CostConfig | None = None
 
 
 def _file_stamps(cfg: CostConfig) -> tuple[_Stamp, ...]:
@@ -268,29 +331,3 @@ def _file_stamps(cfg: CostConfig) -> tuple[_Stamp, ...]:
             continue
         stamps.append((st.st_size, st.st_mtime_ns))
     return tuple(stamps)
-
-
-def set_active_cost_config(cfg: CostConfig | None) -> None:
-    """Make `cfg` the process-wide cost configuration (None: back to the default H100)."""
-    global _ACTIVE
-    _ACTIVE = cfg
-
-
-def active_cost_config() -> CostConfig:
-    """The process-wide cost configuration (default: H100, no files)."""
-    return _ACTIVE if _ACTIVE is not None else CostConfig()
-
-
-def active_cost_model() -> CostModel:
-    """The cost model of the active configuration (what passes use)."""
-    return CostModel.from_config(active_cost_config())
-
-
-def cost_config_from_args(
-    profiles: Sequence[str] = (),
-    comm_tables: Sequence[str] = (),
-    device: str | None = None,
-    world_size: int | None = None,
-) -> CostConfig:
-    """A CostConfig from command-line style values (None device: h100)."""
-    return CostConfig(tuple(profiles), tuple(comm_tables), device or "h100", world_size)

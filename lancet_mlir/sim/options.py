@@ -1,14 +1,20 @@
-"""Process-wide defaults of the simulator options (what passes use when given none).
+"""Simulator options: number of communication streams and the overlap slowdown.
 
-`lancet-opt --overlap-slowdown F` installs its value here before the pipeline runs, so
-`simulate`, `lancet-schedule` and the `--timeline`/`--report` outputs all agree; a pass
-option (`simulate{overlap-slowdown=1.5}`) still wins for that pass.
+No process-wide defaults: a pass takes them from its options, else from the module's
+`lancet.comm_streams` / `lancet.overlap_slowdown` attributes (which `lancet-opt
+--comm-streams/--overlap-slowdown` set), else the built-in defaults (1 stream, no slowdown).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Operation
+
+from lancet_mlir import attrs
+from lancet_mlir.support.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -25,33 +31,34 @@ class SimOptions:
             raise ValueError(f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}")
 
 
-_DEFAULT = [SimOptions()]
-
-
-def default_sim_options() -> SimOptions:
-    """The options in force when a pass or tool gives none."""
-    return _DEFAULT[0]
-
-
-def set_default_sim_options(
-    num_comm_streams: int | None = None, overlap_slowdown: float | None = None
+def resolve_sim_options(
+    num_comm_streams: int | None = None,
+    overlap_slowdown: float | None = None,
+    base: SimOptions | None = None,
 ) -> SimOptions:
-    """Replace the defaults (None keeps a field's built-in default); returns the new ones."""
-    base = SimOptions()
-    options = SimOptions(
+    """Explicit values where given, `base`'s (default: the built-in defaults) elsewhere;
+    ValueError for bad values."""
+    base = base or SimOptions()
+    return SimOptions(
         base.num_comm_streams if num_comm_streams is None else num_comm_streams,
         base.overlap_slowdown if overlap_slowdown is None else float(overlap_slowdown),
     )
-    _DEFAULT[0] = options
-    return options
 
 
-def resolve_sim_options(
-    num_comm_streams: int | None = None, overlap_slowdown: float | None = None
-) -> SimOptions:
-    """Explicit values where given, the process-wide defaults elsewhere (validated)."""
-    default = default_sim_options()
-    return SimOptions(
-        default.num_comm_streams if num_comm_streams is None else num_comm_streams,
-        default.overlap_slowdown if overlap_slowdown is None else float(overlap_slowdown),
-    )
+def module_sim_options(module: Operation) -> SimOptions:
+    """The module's `lancet.comm_streams` / `lancet.overlap_slowdown` over the defaults; a bad
+    value raises one UserError naming the attribute."""
+    streams = module.attributes.get(attrs.COMM_STREAMS)
+    slowdown = module.attributes.get(attrs.OVERLAP_SLOWDOWN)
+    num = None
+    if streams is not None:
+        if not (isinstance(streams, IntegerAttr) and streams.value.data >= 1):
+            raise UserError(f"{attrs.COMM_STREAMS}: expected an integer >= 1, got {streams}")
+        num = streams.value.data
+    factor = None
+    if slowdown is not None:
+        value = float(slowdown.value.data) if isinstance(slowdown, IntegerAttr | FloatAttr) else math.nan
+        if not (math.isfinite(value) and value >= 1.0):
+            raise UserError(f"{attrs.OVERLAP_SLOWDOWN}: expected a finite number >= 1.0, got {slowdown}")
+        factor = value
+    return resolve_sim_options(num, factor)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -65,3 +66,27 @@ non_negative_int = _bounded(int, 0, "an integer")
 """argparse type: an integer >= 0."""
 non_negative_float = _bounded(float, 0.0, "a number")
 """argparse type: a finite number >= 0."""
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = non_negative_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def byte_size(text: str) -> int:
+    """argparse type: a byte count >= 0, optionally with a unit (64KiB, 16MiB, 1GiB, 10MB)."""
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else "?"
+    try:
+        number = float(match.group(1)) if match else math.nan
+    except ValueError:
+        number = math.nan
+    if unit not in _UNITS or not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 1048576 or 16MiB, got {text!r}")
+    return int(number * _UNITS[unit])

@@ -4,8 +4,11 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
 `--verify-diagnostics`, `--allow-unregistered-dialect`, ...). On top of them:
 
 * `--data-parallel-schedule` (alias for `-p data-parallel-schedule`, run first);
-* `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--world-size N`, `--overlap-slowdown F`:
-  the cost model every pass of the pipeline uses;
+* `--profile FILE`, `--comm-table FILE`, `--device NAME`, `--cluster NAME`, `--gpus-per-node N`,
+  `--network-gbps F`, `--world-size N`, `--comm-streams N`, `--overlap-slowdown F`: sugar
+  for the module attributes `lancet.profile`, `lancet.comm_table`, ... that configure every
+  costing pass (a pass's own options override them; `passes/costing.py`). They are written
+  onto the module before the pipeline runs, so the output re-runs identically with `xdsl-opt`;
 * `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
 * `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank;
 * `--verbose`: optimizing passes print one line per stage on stderr (the INFO records of the
@@ -24,12 +27,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, NoReturn
 
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.support.files import write_atomic
@@ -85,7 +87,7 @@ class LancetOptMain(xDSLOptMain):
         extra = [p for dest, p in PIPELINE_ALIASES.items() if getattr(self.args, dest, False)]
         if extra:
             self.args.passes = ",".join(x for x in (*extra, self.args.passes) if x)
-        opt_outputs.configure(self.args)
+        opt_outputs.check_flags(self.args)
         super().setup_pipeline()
 
     def parse_chunk(
@@ -94,15 +96,14 @@ class LancetOptMain(xDSLOptMain):
         module = super().parse_chunk(chunk, file_extension, start_offset)
         if module is None:
             return None
-        if self.args.world_size is not None:
-            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(self.args.world_size, i64)
+        opt_outputs.set_module_attributes(module, self.args)
         if not self.args.verify_diagnostics:
             check_dominance(module)
         return module
 
     def apply_passes(self, prog: ModuleOp) -> None:
         super().apply_passes(prog)
-        opt_outputs.after_pipeline(self.ctx, prog, self.args)
+        opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes)
 
     # ---- output: nothing is written to -o unless everything succeeded ------------------------
     def prepare_output(self) -> IO[str]:

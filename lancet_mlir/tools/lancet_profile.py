@@ -9,6 +9,7 @@
     lancet-profile from-xla-matmul xla-matmul-perf.csv --device h100 -o matmul_h100.csv
     lancet-profile show prof.json
     lancet-profile merge a.json b.json -o ab.json
+    lancet-profile collective all_to_all 16MiB --ranks 16 --cluster p3dn
 
 File formats: docs/formats.md. Errors end with one line on stderr and exit code 1.
 """
@@ -20,7 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lancet_mlir.tools.cli import ArgumentParser, non_negative_int, positive_int
+from lancet_mlir.tools.cli import (
+    ArgumentParser,
+    byte_size,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from lancet_mlir.tools.errors import UserError, run_cli
 
 if TYPE_CHECKING:
@@ -93,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--gpu", default=None,
                        help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
 
+    p = sub.add_parser("collective", help="what the cost model charges for one collective")
+    p.add_argument("kind", help="allreduce, allgather, reduce_scatter, all_to_all (or aliases)")
+    p.add_argument("size", type=byte_size, help="payload bytes (nccl-tests convention): 1048576, 64KiB, 16MiB, 1GiB")
+    p.add_argument("--ranks", type=positive_int, required=True, help="ranks in the group")
+    _cost_options(p)
+
     p = sub.add_parser("merge", help="merge profiles (count-weighted means)")
     p.add_argument("inputs", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True)
@@ -109,6 +122,22 @@ def _gpu_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--device", default=None, help=f"device name, one of: {_devices()}")
     group.add_argument("--gpu", default=None, help="XLA gpu column value (e.g. sm_90)")
+
+
+def _cost_options(p: argparse.ArgumentParser) -> None:
+    """The hardware flags of lancet-opt (device, cluster preset, network overrides, tables)."""
+    from lancet_mlir.profile.clusters import cluster_names
+    from lancet_mlir.profile.devices import device_names
+
+    p.add_argument("--device", default=None,
+                   help=f"GPU: {', '.join(device_names())} (default: the cluster's, else h100)")
+    p.add_argument("--cluster", default=None, help=f"cluster preset: {', '.join(cluster_names())}")
+    p.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
+                   help="GPUs per NVLink domain (default: the cluster's / device's)")
+    p.add_argument("--network-gbps", type=positive_float, default=None, metavar="F",
+                   help="inter-node Gb/s per GPU (default: the cluster's / device's)")
+    p.add_argument("--comm-table", action="append", default=[], metavar="FILE",
+                   help="measured collective times (repeatable)")
 
 
 def _xla_gpu(args: argparse.Namespace) -> str:
@@ -315,6 +344,30 @@ def _show_matmul_table(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_collective(args: argparse.Namespace) -> int:
+    """Print the modeled time of one collective, and the cost model's notes about it."""
+    from lancet_mlir.profile.comm_model import canonical_kind
+    from lancet_mlir.profile.cost_model import CostConfig, CostModel
+
+    kind = canonical_kind(args.kind)
+    if kind is None:
+        raise UserError(f"unknown collective kind {args.kind!r} "
+                        "(choices: allreduce, allgather, reduce_scatter, all_to_all)")
+    config = CostConfig(comm_tables=tuple(args.comm_table), device=args.device,
+                        cluster=args.cluster, gpus_per_node=args.gpus_per_node,
+                        network_gbps=args.network_gbps)
+    hw = config.hardware()
+    model = CostModel.from_config(config)
+    time_us = model.comm.time_us(kind, args.size, args.ranks)
+    where = f"{hw.cluster}: " if hw.cluster else ""
+    print(f"{kind} of {args.size} bytes over {args.ranks} ranks on {where}{hw.device.name}, "
+          f"{hw.internode.gpus_per_node} GPUs per node, {hw.internode.gbps_per_gpu:g} Gb/s per GPU: "
+          f"{time_us:.3f} us")
+    for note in model.notes:
+        print(f"note: {note}")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge several profiles into one (count-weighted)."""
     from lancet_mlir.profile.profile_db import load_profiles
@@ -333,6 +386,7 @@ COMMANDS = {
     "from-xla-matmul": cmd_from_xla_matmul,
     "show": cmd_show,
     "merge": cmd_merge,
+    "collective": cmd_collective,
 }
 
 

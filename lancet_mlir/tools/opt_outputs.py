@@ -1,7 +1,11 @@
-"""lancet-opt's cost-model options and its outputs about the final schedule.
+"""lancet-opt's cost-model flags (sugar for module attributes) and its outputs about the
+final schedule.
 
-`register_arguments` adds the flags, `configure` installs the cost model that every pass of
-the pipeline uses, `after_pipeline` writes `--timeline`, `--report` and `--gantt`.
+`register_arguments` adds the flags; `check_flags` validates them before any input is read;
+`set_module_attributes` writes them onto each parsed module as `lancet.*` attributes (so `-o`
+and `--print-between-passes` show them and the output re-runs identically with plain
+`xdsl-opt`) and loads the files they name, so a bad file fails before any pass runs;
+`after_pipeline` writes `--timeline`, `--report` and `--gantt`.
 """
 
 from __future__ import annotations
@@ -11,104 +15,189 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
 
+from lancet_mlir import attrs
+from lancet_mlir.dialects.comm import module_world_size
+from lancet_mlir.passes.costing import CostOptions
+from lancet_mlir.profile.clusters import cluster_names
+from lancet_mlir.profile.devices import device_names
 from lancet_mlir.tools.cli import positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
     from lancet_mlir.passes.simulate import BlockResult
-    from lancet_mlir.profile.cost_model import CostModel
+    from lancet_mlir.profile.cost_model import CostConfig
+    from lancet_mlir.sim.options import SimOptions
 
 
 def register_arguments(group: argparse._ArgumentGroup) -> None:
     """Add the cost-model and output flags of lancet-opt."""
     group.add_argument("--profile", action="append", default=[], metavar="FILE",
-                       help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable")
+                       help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable; "
+                       "sets lancet.profile")
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
                        help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
-                       "collective perf table (docs/formats.md); repeatable")
+                       "collective perf table (docs/formats.md); repeatable; sets lancet.comm_table")
     group.add_argument("--device", default=None, metavar="NAME",
-                       help="device spec for the roofline model and default comm table, one of: "
-                       f"{', '.join(_device_names())} (default h100)")
+                       help=f"GPU of every rank, one of: {', '.join(device_names())} (default: "
+                       "the cluster's, else h100); sets lancet.device")
+    group.add_argument("--cluster", default=None, metavar="NAME",
+                       help=f"cluster preset (device, GPUs per node, network), one of: "
+                       f"{', '.join(cluster_names())}; sets lancet.cluster")
+    group.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
+                       help="GPUs per NVLink domain (default: the cluster's / device's); "
+                       "sets lancet.gpus_per_node")
+    group.add_argument("--network-gbps", type=float, default=None, metavar="F",
+                       help="inter-node network Gb/s per GPU (default: the cluster's / device's); "
+                       "sets lancet.network_gbps")
     group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
-                       help="override the module's lancet.world_size")
+                       help="set the module's lancet.world_size")
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
-                       help="compute slowdown while communication runs (default 1.0)")
+                       help="compute slowdown while communication runs (default 1.0); "
+                       "sets lancet.overlap_slowdown")
     group.add_argument("--comm-streams", type=positive_int, default=None, metavar="N",
-                       help="communication streams of the simulator (default 1, as in Lancet)")
+                       help="communication streams of the simulator (default 1, as in Lancet); "
+                       "sets lancet.comm_streams")
     group.add_argument("--timeline", default=None, metavar="FILE",
                        help="write a Chrome/Perfetto trace of the simulated final schedule")
     group.add_argument("--report", default=None, metavar="FILE",
-                       help="write a JSON report (makespan_us, compute_us, comm_us, exposed_comm_us, ...)")
+                       help="write a JSON report (makespan_us, compute_us, comm_us, exposed_comm_us, "
+                       "how it was costed, ...)")
     group.add_argument("--gantt", default=None, metavar="FILE.png",
                        help="draw the simulated timeline with matplotlib")
     group.add_argument("--mpi", action="store_true",
                        help="under mpiexec: optimize on rank 0 and broadcast the result")
 
 
-def _device_names() -> list[str]:
-    from lancet_mlir.profile.devices import device_names
+def check_flags(args: argparse.Namespace) -> None:
+    """Validate the cost flags' names and numbers (one UserError naming the flag)."""
+    from lancet_mlir.profile.clusters import get_cluster
+    from lancet_mlir.profile.devices import get_device
 
-    return device_names()
-
-
-def configure(args: argparse.Namespace) -> None:
-    """Install the cost model described by the flags for every pass of the pipeline.
-
-    The files are loaded now, so a bad profile, comm table or device name fails before any
-    pass runs (UserError naming the file)."""
-    from lancet_mlir.profile.cost_model import (
-        CostModel,
-        cost_config_from_args,
-        set_active_cost_config,
-    )
-
-    cfg = cost_config_from_args(
-        profiles=getattr(args, "profile", None) or (),
-        comm_tables=getattr(args, "comm_table", None) or (),
-        device=getattr(args, "device", None),
-        world_size=getattr(args, "world_size", None),
-    )
-    CostModel.from_config(cfg)  # validate eagerly; the model is cached for the passes
-    set_active_cost_config(cfg)
-    _configure_simulator(args)
+    for flag, lookup in (("device", get_device), ("cluster", get_cluster)):
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        try:
+            lookup(value)
+        except UserError as exc:
+            raise UserError(f"--{flag}: {exc}") from None
+    gbps = getattr(args, "network_gbps", None)
+    if gbps is not None and not (math.isfinite(gbps) and gbps > 0):
+        raise UserError(f"--network-gbps: must be a finite number > 0, got {gbps}")
+    _checked_slowdown(getattr(args, "overlap_slowdown", None))
 
 
-def after_pipeline(ctx: Context, module: ModuleOp, args: argparse.Namespace) -> None:
+def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
+    """The module attributes the given flags set (flags not given set nothing)."""
+    out: dict[str, Attribute] = {}
+    get = lambda name: getattr(args, name, None)  # noqa: E731 - short local accessor
+    if get("world_size") is not None:
+        out[attrs.WORLD_SIZE] = IntegerAttr(get("world_size"), i64)
+    for flag, name in (("device", attrs.DEVICE), ("cluster", attrs.CLUSTER)):
+        if get(flag) is not None:
+            out[name] = StringAttr(get(flag))
+    for flag, name in (("profile", attrs.PROFILE), ("comm_table", attrs.COMM_TABLE)):
+        files = get(flag) or []
+        if files:
+            out[name] = StringAttr(files[0]) if len(files) == 1 else ArrayAttr(
+                [StringAttr(f) for f in files])
+    for flag, name in (("gpus_per_node", attrs.GPUS_PER_NODE), ("comm_streams", attrs.COMM_STREAMS)):
+        if get(flag) is not None:
+            out[name] = IntegerAttr(get(flag), i64)
+    for flag, name in (("network_gbps", attrs.NETWORK_GBPS),
+                       ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN)):
+        if get(flag) is not None:
+            out[name] = FloatAttr(float(get(flag)), Float64Type())
+    return out
+
+
+def set_module_attributes(module: ModuleOp, args: argparse.Namespace) -> None:
+    """Write the flags onto `module` (overriding its attributes). When flags were given, build
+    the module's cost model once now, so a bad file fails before any pass runs, with one line
+    naming the file (the model is cached for the passes)."""
+    given = flag_attributes(args)
+    if not given:
+        return
+    module.attributes.update(given)
+    from lancet_mlir.profile.cost_model import CostModel
+    from lancet_mlir.profile.settings import module_cost_settings
+    from lancet_mlir.sim.options import module_sim_options
+
+    CostModel.from_config(module_cost_settings(module).config())
+    module_sim_options(module)
+
+
+@dataclass(frozen=True)
+class _ModuleCosting(CostOptions):
+    """The costing of a module with no pass options: its attributes and the defaults."""
+
+    name = "lancet-opt"
+
+
+def report_costing(passes: Sequence[ModulePass]) -> CostOptions:
+    """The costing the outputs use: the last costing pass of the pipeline (its options and
+    the module), else the module's attributes alone."""
+    costing = [p for p in passes if isinstance(p, CostOptions)]
+    return costing[-1] if costing else _ModuleCosting()
+
+
+def after_pipeline(
+    ctx: Context, module: ModuleOp, args: argparse.Namespace, passes: Sequence[ModulePass] = ()
+) -> None:
     """Write the requested outputs about the final schedule.
 
     If `--timeline`, `--report` or `--gantt` is given, every block of the final module is
-    simulated in its current order (fixed-order evaluation with the active cost model and
-    `--overlap-slowdown`; the IR is not annotated) and:
+    simulated in its current order (fixed-order evaluation; the IR is not annotated) with the
+    costing of the pipeline's last costing pass (`simulate`, `lancet-schedule`: its options
+    over the module's `lancet.*` attributes), or of the module's attributes when the pipeline
+    has none, and:
     * `--timeline FILE`: a Chrome/Perfetto trace; each simulated block is its own process
       (`pid` = block number in module order, named `@func`, `@func/<op>#k` for blocks nested
       in ops, `<module>` for bare top-level ops), each stream a thread;
     * `--report FILE`: JSON with the totals over function bodies (`makespan_us`,
       `compute_us`, `comm_us`, `exposed_comm_us`, `overlap_us`, `lower_bound_us`, ...; the
       functions are taken to run one after the other, so times add up), per-function and
-      nested-block entries, the cost model's notes, the pipeline and the input file;
+      nested-block entries, how it was costed (`costing`: the pass and its options, device,
+      cluster, network, files, simulator options), the cost model's notes, the pipeline and
+      the input file;
     * `--gantt FILE.png`: one group of stream rows per function body.
     Files are written atomically. With `--split-input-file` the last chunk's outputs win.
     Finally, if the passes or the outputs costed ops at 0 for lack of any timing information,
     one summary warning names them on stderr.
     """
-    from lancet_mlir.profile.cost_model import active_cost_model
+    from lancet_mlir.profile.cost_model import CostModel
 
+    costing = report_costing(passes)
     paths = {flag: getattr(args, flag, None) for flag in ("timeline", "report", "gantt")}
     if any(paths.values()):
-        _write_outputs(module, args, paths, active_cost_model())
-    active_cost_model().warn_unknown("lancet-opt")
+        _write_outputs(module, args, paths, costing)
+    configs = [p.cost_config(module) for p in passes if isinstance(p, CostOptions)]
+    configs.append(costing.cost_config(module))
+    for config in dict.fromkeys(configs):  # each model used, once, in pipeline order
+        CostModel.from_config(config).warn_unknown("lancet-opt")
 
 
 def _write_outputs(
     module: ModuleOp,
     args: argparse.Namespace,
     paths: dict[str, str | None],
-    cost_model: CostModel,
+    costing: CostOptions,
 ) -> None:
     """Simulate the final module and write the requested files."""
     from lancet_mlir.passes.simulate import simulate_module
@@ -116,24 +205,19 @@ def _write_outputs(
     for flag, path in paths.items():
         if path:
             _check_output_path(flag, path)
-    slowdown = _checked_slowdown(getattr(args, "overlap_slowdown", None))
-    results = simulate_module(module, cost_model, overlap_slowdown=slowdown)
+    cost_model = costing.cost_model(module)
+    sim = costing.sim_options(module)
+    results = simulate_module(module, cost_model, sim)
     if paths["timeline"]:
         _write_json(paths["timeline"], _timeline_trace(results), indent=None)
     if paths["report"]:
-        _write_json(paths["report"], _report(results, cost_model.notes, args), indent=2)
+        config = cost_model.config
+        if config.world_size is None:  # say which world size the collectives were costed at
+            config = replace(config, world_size=module_world_size(module))
+        report = _report(results, cost_model.notes, args, costing, config, sim)
+        _write_json(paths["report"], report, indent=2)
     if paths["gantt"]:
         _write_gantt(paths["gantt"], results, args)
-
-
-def _configure_simulator(args: argparse.Namespace) -> None:
-    """`--overlap-slowdown` becomes the simulator default of every pass and output."""
-    from lancet_mlir.sim.options import set_default_sim_options
-
-    set_default_sim_options(
-        num_comm_streams=getattr(args, "comm_streams", None),
-        overlap_slowdown=_checked_slowdown(getattr(args, "overlap_slowdown", None)),
-    )
 
 
 def _check_output_path(flag: str, path: str) -> None:
@@ -169,14 +253,25 @@ _TOTAL_KEYS = (
 
 
 def _report(
-    results: Sequence[BlockResult], notes: Sequence[str], args: argparse.Namespace
+    results: Sequence[BlockResult],
+    notes: Sequence[str],
+    args: argparse.Namespace,
+    costing: CostOptions,
+    config: CostConfig,
+    sim: SimOptions,
 ) -> dict:
-    """Totals over the function bodies, then per-function and nested-block entries."""
+    """The whole `--report` document: totals over the function bodies, how they were costed,
+    then per-function and nested-block entries."""
     top = [r for r in results if r.top_level]
     report: dict = {key: sum(r.summary[key] for r in top) for key in _TOTAL_KEYS}
-    if top:
-        report["num_comm_streams"] = top[0].summary["num_comm_streams"]
-        report["overlap_slowdown"] = top[0].summary["overlap_slowdown"]
+    report["num_comm_streams"] = sim.num_comm_streams
+    report["overlap_slowdown"] = sim.overlap_slowdown
+    report["costing"] = {
+        "pass": costing.costing_spec() if not isinstance(costing, _ModuleCosting) else None,
+        **config.describe(),
+        "num_comm_streams": sim.num_comm_streams,
+        "overlap_slowdown": sim.overlap_slowdown,
+    }
     report["functions"] = [
         {"name": r.function, "label": r.label, **r.summary} for r in top
     ]

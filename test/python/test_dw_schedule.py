@@ -11,6 +11,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule, fill_allreduce_gaps, label_dw
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.passes.simulate import simulate_module
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim import evaluate_fixed_order
 
 T = "tensor<64xf32>"
@@ -128,7 +129,8 @@ func.func @step(%x: {T}, %h: {T}) -> ({T}, {T}, {T}) {{
 
 
 def makespan(module) -> float:
-    return sum(r.summary["makespan_us"] for r in simulate_module(module) if r.top_level)
+    model = CostModel.from_config(CostConfig())
+    return sum(r.summary["makespan_us"] for r in simulate_module(module, model) if r.top_level)
 
 
 def test_pass_on_the_backward_graph() -> None:
@@ -155,7 +157,8 @@ def test_pass_is_deterministic_across_hash_seeds(tmp_path) -> None:
     [
         ("dw-schedule{comm-streams=0}", "dw-schedule: comm-streams must be >= 1, got 0"),
         ("dw-schedule{overlap-slowdown=abc}", "dw-schedule: option overlap-slowdown expects a number, got 'abc'"),
-        ("dw-schedule{window=3}", "dw-schedule: unknown option window; options: comm-streams, overlap-slowdown"),
+        ("dw-schedule{window=3}", "dw-schedule: unknown option window; options: device, cluster, profile, comm-table, "
+         "gpus-per-node, network-gbps, comm-streams, overlap-slowdown"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, spec: str, message: str) -> None:

@@ -12,9 +12,6 @@ from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.profile.cost_model import (
     CostConfig,
     CostModel,
-    active_cost_config,
-    active_cost_model,
-    set_active_cost_config,
 )
 from lancet_mlir.profile.devices import get_device
 from lancet_mlir.profile.keys import op_key
@@ -178,19 +175,13 @@ def test_bad_inputs_raise_user_errors(tmp_path: Path) -> None:
         CostModel.from_config(CostConfig()).op_time_us(op)
 
 
-def test_cache_and_active_config() -> None:
+def test_cache_and_default_config() -> None:
     cfg = CostConfig(device="h200")
     assert CostModel.from_config(cfg) is CostModel.from_config(cfg)
     assert CostModel.from_config(cfg).notes == [
         "h200: no comm table of its own; using comm_h100.csv (same interconnect generation)"
     ]
-    try:
-        set_active_cost_config(cfg)
-        assert active_cost_config() == cfg
-        assert active_cost_model() is CostModel.from_config(cfg)
-    finally:
-        set_active_cost_config(None)
-    assert active_cost_model().device is H100
+    assert CostModel.from_config(CostConfig()).device is H100  # no device, no cluster: h100
 
 
 def test_graph_times_of_a_repetitive_block() -> None:
@@ -341,7 +332,7 @@ GOOD = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--device", "k80"], "lancet-opt: error: unknown device 'k80' (choices: v100, a100, h100"),
+        (["--device", "k80"], "lancet-opt: error: --device: unknown device 'k80' (choices: v100, a100, h100"),
         (["--profile", "{tmp}/missing.json"], "lancet-opt: error: {tmp}/missing.json: no such file"),
         (["--profile", "{tmp}/nan.json"], "lancet-opt: error: {tmp}/nan.json: NaN is not a valid"),
         (["--comm-table", "{tmp}/sup.csv"], "looks like a Lancet supplement CSV"),

@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import PassPipeline
 
+from lancet_mlir.attrs import WORLD_SIZE
 from lancet_mlir.passes import _PASSES, get_all_passes
-from lancet_mlir.profile.cost_model import CostConfig, set_active_cost_config
 from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.runtime.loader import load_module, make_context, parse_module_text
@@ -93,9 +93,19 @@ def models(world: int) -> dict[str, ModuleOp]:
     return out
 
 
-def transformed(module: ModuleOp, pipeline: str) -> ModuleOp:
+def transformed(module: ModuleOp, pipeline: str, cost_world_size: int | None = None) -> ModuleOp:
+    """`pipeline` applied to a clone of `module`; with `cost_world_size`, the passes see (and
+    cost collectives at) that `lancet.world_size`, and the output gets the original back."""
     out = module.clone()
+    original = out.attributes.get(WORLD_SIZE)
+    if cost_world_size is not None:
+        out.attributes[WORLD_SIZE] = IntegerAttr(cost_world_size, i64)
     PassPipeline.parse_spec(get_all_passes(), pipeline).apply(make_context(), out)
+    if cost_world_size is not None:
+        if original is None:
+            del out.attributes[WORLD_SIZE]
+        else:
+            out.attributes[WORLD_SIZE] = original
     out.verify()
     return out
 
@@ -106,11 +116,7 @@ def test_pass_preserves_values_on_one_rank(pipeline: str) -> None:
     for name, module in models(1).items():
         # cost collectives as on 4 ranks: on 1 they cost 0, and a schedule-only pass then has
         # nothing to improve and rightly returns its input, leaving nothing to check
-        set_active_cost_config(CostConfig(world_size=4))
-        try:
-            out = transformed(module, pipeline)
-        finally:
-            set_active_cost_config(None)
+        out = transformed(module, pipeline, cost_world_size=4)
         changed += str(out) != str(module)
         # the printed output must also parse back into the same computation
         reparsed = parse_module_text(str(out), f"{name}+{pipeline}").module

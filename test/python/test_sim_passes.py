@@ -16,6 +16,7 @@ from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes.lancet_schedule import profiled_fifo_schedule
 from lancet_mlir.passes.simulate import simulate_module
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim.timeline import TaskGraph
 
 T = "tensor<64xf32>"
@@ -145,7 +146,8 @@ def random_blocks(draw: st.DrawFn) -> str:
 
 
 def makespan(module) -> float:
-    return sum(r.summary["makespan_us"] for r in simulate_module(module) if r.top_level)
+    model = CostModel.from_config(CostConfig())
+    return sum(r.summary["makespan_us"] for r in simulate_module(module, model) if r.top_level)
 
 
 @settings(max_examples=40, deadline=None)

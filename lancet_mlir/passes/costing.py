@@ -1,0 +1,124 @@
+"""`CostOptions`: the options every costing pass takes, and how they meet the module.
+
+A costing pass depends only on its options and the module it runs on, never on process-wide
+state, so `lancet-opt`, plain `xdsl-opt` and any embedding pipeline give the same result:
+
+    option (`lancet-schedule{cluster=p3dn}`)  >  module attribute (`lancet.cluster = "p3dn"`)
+                                              >  built-in default (h100, 1 stream, no slowdown)
+
+(`lancet_mlir.profile.settings` has the exact layering rule: a cluster given by the options
+replaces the module's whole hardware description.) `lancet-opt --device/--cluster/...` only
+set the module attributes, so its output re-runs identically with `xdsl-opt`.
+
+Options (kebab-case in a pipeline; all optional):
+  device=NAME          GPU of every rank (h100, v100, a100, h200, b200, gb200; aliases)
+  cluster=NAME         cluster preset: p3dn, p4de, dgx-a100, dgx-h100, dgx-b200, gb200-nvl72
+  profile=FILE[,FILE]  measured op timings (quote paths: profile="prof.json")
+  comm-table=FILE[,..] measured collective tables (CSV, nccl-tests logs, XLA tables)
+  gpus-per-node=N      GPUs per NVLink domain (overrides the cluster's / device's)
+  network-gbps=F       inter-node network Gb/s per GPU (overrides the cluster's / device's)
+  comm-streams=K       communication streams of the simulator (default 1)
+  overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
+
+Use: `@dataclass(frozen=True) class P(CostOptions, CheckedOptions, ModulePass)`, then
+`self.cost_model(module)` / `self.sim_options(module)` in `apply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.arg_spec import ArgSpec
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.passes.options import check_int, check_number
+from lancet_mlir.profile.cost_model import CostConfig, CostModel
+from lancet_mlir.profile.settings import CostSettings, check_names, module_cost_settings
+from lancet_mlir.sim.options import SimOptions, module_sim_options, resolve_sim_options
+from lancet_mlir.support.errors import UserError
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """Mixin of a costing pass's options (module doc); every field None means "not given"."""
+
+    name: ClassVar[str]
+
+    device: str | None = None
+    cluster: str | None = None
+    profile: tuple[str, ...] | None = None
+    comm_table: tuple[str, ...] | None = None
+    gpus_per_node: int | None = None
+    network_gbps: float | int | None = None
+    comm_streams: int | None = None
+    overlap_slowdown: float | int | None = None
+
+    # ---- what the options alone say -----------------------------------------------------------
+    def option_settings(self) -> CostSettings:
+        """The options as a settings layer, checked (PassFailedException naming the option)."""
+        if self.gpus_per_node is not None:
+            check_int(self.name, "gpus-per-node", self.gpus_per_node, 1)
+        if self.network_gbps is not None:
+            check_number(self.name, "network-gbps", self.network_gbps, 0.0)
+            if not self.network_gbps > 0:
+                raise PassFailedException(f"{self.name}: network-gbps must be > 0, got {self.network_gbps}")
+        settings = CostSettings(
+            device=self.device,
+            cluster=self.cluster,
+            profiles=_files(self.profile),
+            comm_tables=_files(self.comm_table),
+            gpus_per_node=self.gpus_per_node,
+            network_gbps=None if self.network_gbps is None else float(self.network_gbps),
+        )
+        with _as_pass_failure(self.name):
+            check_names(settings, {"device": "option device", "cluster": "option cluster"})
+        return settings
+
+    # ---- resolved against a module ------------------------------------------------------------
+    def cost_config(self, module: ModuleOp) -> CostConfig:
+        """Options over the module's `lancet.*` attributes (module doc)."""
+        options = self.option_settings()
+        with _as_pass_failure(self.name):
+            return options.over(module_cost_settings(module)).config()
+
+    def cost_model(self, module: ModuleOp) -> CostModel:
+        """The (cached) cost model of `cost_config(module)`; bad files fail naming the file."""
+        config = self.cost_config(module)
+        with _as_pass_failure(self.name):
+            return CostModel.from_config(config)
+
+    def sim_options(self, module: ModuleOp) -> SimOptions:
+        """Stream count and slowdown: options over `lancet.comm_streams` /
+        `lancet.overlap_slowdown` over the defaults."""
+        if self.comm_streams is not None:
+            check_int(self.name, "comm-streams", self.comm_streams, 1)
+        if self.overlap_slowdown is not None:
+            check_number(self.name, "overlap-slowdown", self.overlap_slowdown, 1.0)
+        with _as_pass_failure(self.name):
+            base = module_sim_options(module)
+            return resolve_sim_options(self.comm_streams, self.overlap_slowdown, base)
+
+    def costing_spec(self) -> str:
+        """The pass as written in a pipeline, options given included, kebab-case (reports)."""
+        spec = self.spec()  # type: ignore[attr-defined] - from ModulePass
+        return str(ArgSpec(spec.name, {k.replace("_", "-"): v for k, v in spec.parameters.items()}))
+
+
+def _files(value: tuple[str, ...] | str | None) -> tuple[str, ...] | None:
+    """A file option as a tuple (a plain string from Python is one file)."""
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@contextmanager
+def _as_pass_failure(pass_name: str) -> Iterator[None]:
+    """Turn UserError / ValueError into one PassFailedException prefixed with the pass name."""
+    try:
+        yield
+    except (UserError, ValueError) as exc:
+        raise PassFailedException(f"{pass_name}: {exc}") from None
