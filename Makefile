@@ -27,6 +27,7 @@ lit: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lancet_mlir test bench examples
+	$(BIN)/pyright --pythonpath $(BIN)/python
 
 bench: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python bench/run_bench.py

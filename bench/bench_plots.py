@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lancet_mlir.graph.dataflow import collective_kind
-from lancet_mlir.passes.simulate import BlockResult
+from lancet_mlir.sim.blocks import BlockResult
 from lancet_mlir.support.files import atomic_path
 
 COMPUTE_COLOR = "#4C72B0"

@@ -50,7 +50,7 @@ class Replayer:
     def __init__(self, device_index: int = 0):
         import cupy
 
-        from lancet_mlir.profile.cuda_backend import check_cuda, load_kernels_for, runtime_module
+        from lancet_mlir.profile.cuda_backend import check_cuda, runtime_module
 
         self.cupy = cupy
         self.rt = runtime_module()
@@ -63,7 +63,6 @@ class Replayer:
         self.ext = [cupy.cuda.ExternalStream(int(s), device_index) for s in self.streams]
         self.start = check_cuda(self.rt.cudaEventCreate(), "cudaEventCreate")
         self.end = check_cuda(self.rt.cudaEventCreate(), "cudaEventCreate")
-        self.kernels = load_kernels_for(cupy)
         self.spin = cupy.RawKernel(SPIN_SOURCE, "lancet_spin_ns")
         self._events: list[Any] = []
 
@@ -105,6 +104,7 @@ class Replayer:
     def run_once(self, func: Any, graph: Any, durations: list[float], args: list[Any]) -> tuple[float, float]:
         """(measured makespan µs, host launch time µs) of one replay of the block."""
         from lancet_mlir.dialects.comp import kernel_of, kernel_params
+        from lancet_mlir.runtime.kernels import run_kernel
 
         rt, check = self.rt, self.check
         sc, sm = self.streams
@@ -125,8 +125,7 @@ class Replayer:
                     outs = self._collective(op, ins, durations[i])
                     last_comm = i
                 else:
-                    kernel = self.kernels[kernel_of(op).name]
-                    outs = kernel.numpy(ins, kernel_params(op))
+                    outs = run_kernel(kernel_of(op), ins, kernel_params(op), xp=self.cupy)
             check(rt.cudaEventRecord(done[i], self.streams[s]), "cudaEventRecord")
             env.update(zip(op.results, outs, strict=True))
         if last_comm is not None:

@@ -46,11 +46,11 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.importers.stablehlo import graph_block, import_stablehlo
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.passes.simulate import BlockResult, simulate_graph
 from lancet_mlir.profile.clusters import cluster_names, get_cluster
 from lancet_mlir.profile.cost_model import CostModel
 from lancet_mlir.profile.settings import module_cost_settings
 from lancet_mlir.runtime.loader import make_context
+from lancet_mlir.sim.blocks import BlockResult, simulate_graph
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.support.files import write_atomic
 from lancet_mlir.tools.errors import UserError, one_line

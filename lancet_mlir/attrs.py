@@ -26,6 +26,49 @@ COMM_STREAMS = "lancet.comm_streams"
 OVERLAP_SLOWDOWN = "lancet.overlap_slowdown"
 """Number >= 1: compute slowdown while a collective runs (default 1.0)."""
 
+# ---- op annotations -----------------------------------------------------------------------------
+TIME_US = "lancet.time_us"
+"""Number >= 0 on any op: its time in µs, overriding every cost model."""
+FLOPS = "lancet.flops"
+"""f64 on a compute op: FLOPs for the roofline model (import-stablehlo, you)."""
+BYTES = "lancet.bytes"
+"""f64 on a compute op: bytes moved, for the roofline model."""
+ROLE = "lancet.role"
+"""String on an op: `fwd`, `dx`, `dw` or `update` (lancet-model)."""
+PART = "lancet.part"
+"""i64 on an op: the chunk index of a partitioned copy (tutel-pipeline)."""
+START_US = "lancet.start_us"
+"""f64 on an op: simulated start, µs from the start of its block (simulate)."""
+END_US = "lancet.end_us"
+"""f64 on an op: simulated end (simulate)."""
+STREAM = "lancet.stream"
+"""i64 on an op: 0 compute, 1.. communication (simulate)."""
+MAKESPAN_US = "lancet.makespan_us"
+"""f64 on a func.func: simulated time of its body (simulate)."""
+EXPOSED_COMM_US = "lancet.exposed_comm_us"
+"""f64 on a func.func: simulated communication not hidden by compute (simulate)."""
+HLO_OP = "lancet.hlo_op"
+"""String on an imported op: the HLO op it came from (import-stablehlo)."""
+HLO_ASYNC = "lancet.hlo_async"
+"""Unit on an imported collective that was an async start/done pair (import-stablehlo)."""
+IMPORT_GLUE = "lancet.import_glue"
+"""Unit on reshape/split glue the StableHLO importer inserted."""
+
+TIMING: tuple[str, ...] = (TIME_US, START_US, END_US, STREAM)
+"""Per-op timing annotations: they describe one op, so copies and fused ops drop them."""
+
+# ---- function-argument attributes (lancet-model writes them, lancet-run reads them) --------------
+NAME = "lancet.name"
+"""String on an argument: the parameter's name."""
+INIT_SCALE = "lancet.init_scale"
+"""f64 on a float argument: inputs are N(0, 1) x scale + offset."""
+INIT_OFFSET = "lancet.init_offset"
+"""f64 on a float argument (see INIT_SCALE)."""
+MAX_INT = "lancet.max_int"
+"""i64 on an integer argument: inputs are uniform in [0, max_int)."""
+REPLICATED = "lancet.replicated"
+"""Unit on an argument: every rank draws the same values."""
+
 COST_CONFIG_ATTRS: tuple[str, ...] = (
     WORLD_SIZE, DEVICE, CLUSTER, PROFILE, COMM_TABLE, GPUS_PER_NODE, NETWORK_GBPS,
     COMM_STREAMS, OVERLAP_SLOWDOWN,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import auto
 from math import prod
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -50,6 +50,8 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
+
+from lancet_mlir import attrs
 
 _DTYPE_BYTES = {
     "f16": 2,
@@ -88,7 +90,7 @@ def tensor_bytes(ty: Attribute) -> int:
     return prod(shape) * element_bytes(ty.element_type)
 
 
-WORLD_SIZE_ATTR = "lancet.world_size"
+WORLD_SIZE_ATTR = attrs.WORLD_SIZE
 
 
 def module_world_size(op: Operation) -> int | None:
@@ -136,7 +138,10 @@ class GroupsAttr(ParametrizedAttribute):
     @property
     def rank_lists(self) -> tuple[tuple[int, ...], ...]:
         """The groups as tuples of ranks."""
-        return tuple(tuple(int(r) for r in g.get_values()) for g in self.groups.data)
+        return tuple(
+            tuple(int(r) for r in cast(DenseArrayBase[IntegerType], g).get_values())  # i64 arrays
+            for g in self.groups.data
+        )
 
     def verify(self) -> None:
         lists = self.rank_lists
@@ -408,8 +413,7 @@ class AllToAllVOp(CollectiveOp):
             assert isinstance(counts, TensorType)
             if not data.get_shape():
                 raise VerifyException(
-                    f"comm.all_to_allv: data operand #{n} must have a leading chunk dim, "
-                    f"got {data}"
+                    f"comm.all_to_allv: data operand #{n} must have a leading chunk dim, got {data}"
                 )
             groups = data.get_shape()[0]
             if not isinstance(counts.element_type, IntegerType):

@@ -55,6 +55,8 @@ class DataflowGraph:
     is_comm: list[bool]
     payload_bytes: list[int]
     index: dict[Operation, int] = field(repr=False)
+    comm_kind: list[str | None] = field(default_factory=list)
+    """Collective kind of each node (`allreduce`, `all_to_all`, ...), None for compute."""
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -92,7 +94,8 @@ class DataflowGraph:
                 succs[p].append(i)  # i grows, so every succs list stays sorted
         is_comm = [is_collective(op) for op in ops]
         payload = [op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops]
-        return cls(block, ops, terminator, preds, succs, is_comm, payload, index)
+        kinds = [collective_kind(op) for op in ops]
+        return cls(block, ops, terminator, preds, succs, is_comm, payload, index, comm_kind=kinds)
 
     # ---- queries ---------------------------------------------------------------------------
     def __len__(self) -> int:

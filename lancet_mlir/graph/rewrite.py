@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation
 
-from lancet_mlir.dialects.comm import AllToAllVOp
+from lancet_mlir import attrs
+from lancet_mlir.dialects.comm import AllToAllVOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 
 
@@ -65,9 +67,7 @@ def check_dominance(module: ModuleOp) -> None:
 
 
 # annotations that describe one op's own timing and are meaningless for a fused op
-_PER_OP_ATTRS = frozenset(
-    {"lancet.time_us", "lancet.start_us", "lancet.end_us", "lancet.stream", "lancet.part"}
-)
+_PER_OP_ATTRS = frozenset({*attrs.TIMING, attrs.PART})
 
 
 def _common_attributes(members: Sequence[Operation]) -> dict[str, Attribute]:
@@ -113,7 +113,8 @@ def fuse_collectives(members: Sequence[Operation]) -> Operation:
     sections = [_sections(op) for op in members]
     operands = [v for part in (0, 1) for ins, _ in sections for v in ins[part]]
     olds = [r for part in (0, 1) for _, outs in sections for r in outs[part]]
-    fused = type(first)(operands, [r.type for r in olds], properties=dict(first.properties))
+    kind = cast(type[CollectiveOp], type(first))  # members are collectives of one kind
+    fused = kind(operands, [r.type for r in olds], properties=dict(first.properties))
     fused.attributes.update(_common_attributes(members))
     block.insert_op_before(fused, last)
     for old, new in zip(olds, fused.results, strict=True):

@@ -61,6 +61,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import (
     WORLD_SIZE_ATTR,
     AllReduceOp,
@@ -74,10 +75,17 @@ from lancet_mlir.support.errors import UserError
 GATES = ("switch", "top2")
 DTYPES = ("f32", "f16", "bf16", "f64")
 OPTIMIZERS = ("adam", "sgd")
-ROLE_ATTR = "lancet.role"
-NAME_ATTR = "lancet.name"
+ROLE_ATTR = attrs.ROLE
+NAME_ATTR = attrs.NAME
 INIT_SCALE = 0.02
 FUNC_NAME = "train_step"
+
+
+MAX_LAYERS = 4096
+"""Most layers `lancet-model` builds (about 400k ops); see `GPT2MoEConfig.validate`."""
+OPS_PER_LAYER = 100
+"""Ops per transformer layer of the generated graph (forward, backward, optimizer), roughly."""
+I64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,26 @@ class GPT2MoEConfig:
             )
         if self.gate == "top2" and self.num_experts < 2:
             raise UserError("gpt2-moe: the top2 gate needs at least 2 experts")
+        self._validate_size()
+
+    def _validate_size(self) -> None:
+        """Refuse sizes that could only run out of memory or overflow i64 dimensions."""
+        if self.layers > MAX_LAYERS:
+            raise UserError(
+                f"gpt2-moe: layers must be <= {MAX_LAYERS}, got {self.layers} (about "
+                f"{OPS_PER_LAYER} ops per layer: larger graphs exhaust memory while being built)"
+            )
+        largest = {  # the largest tensors of the graph (elements), by what they multiply
+            "batch*seq*ffn_mult*hidden": self.tokens * self.ffn_mult * self.hidden,
+            "vocab*hidden": self.vocab * self.hidden,
+            "batch*seq*vocab": self.tokens * self.vocab,
+            "batch*heads*seq*seq": self.batch * self.heads * self.seq * self.seq,
+        }
+        for what, elements in largest.items():
+            if elements > I64_MAX:
+                raise UserError(
+                    f"gpt2-moe: a tensor of {what} = {elements} elements does not fit in i64"
+                )
 
     # ---- derived sizes ---------------------------------------------------------------------
     @property
@@ -521,11 +549,11 @@ def _param_attrs(name: str, spec: ModelParam, scale: float, is_state: bool) -> D
     is_bias = len(spec.shape) == 1 and not is_gain
     if is_state or is_bias:
         scale = 0.0
-    entries["lancet.init_scale"] = FloatAttr(0.0 if is_gain else scale, f64)
+    entries[attrs.INIT_SCALE] = FloatAttr(0.0 if is_gain else scale, f64)
     if is_gain and not is_state:
-        entries["lancet.init_offset"] = FloatAttr(1.0, f64)
+        entries[attrs.INIT_OFFSET] = FloatAttr(1.0, f64)
     if not spec.expert:
-        entries["lancet.replicated"] = UnitAttr()
+        entries[attrs.REPLICATED] = UnitAttr()
     return DictionaryAttr(entries)
 
 
@@ -541,18 +569,18 @@ def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
         TensorType(i64, (cfg.tokens,)),
     ]
     arg_names = ["ids", "labels"]
-    attrs = [
-        _arg_attrs(**{"lancet.max_int": int_bound, NAME_ATTR: StringAttr(nm)}) for nm in arg_names
+    arg_attrs = [
+        _arg_attrs(**{attrs.MAX_INT: int_bound, NAME_ATTR: StringAttr(nm)}) for nm in arg_names
     ]
     for prefix, scale in (("", INIT_SCALE), *((s + "_", 0.0) for s in states)):
         for spec in specs:
             arg_types.append(TensorType(elem, spec.shape))
             arg_names.append(prefix + spec.name)
-            attrs.append(_param_attrs(prefix + spec.name, spec, scale, bool(prefix)))
+            arg_attrs.append(_param_attrs(prefix + spec.name, spec, scale, bool(prefix)))
     block = Block(arg_types=arg_types)
     for arg, nm in zip(block.args, arg_names, strict=True):
         arg.name_hint = nm
-    args = dict(zip(arg_names, block.args, strict=True))
+    args: dict[str, SSAValue] = dict(zip(arg_names, block.args, strict=True))
     model = _Model(cfg, block, {s.name: args[s.name] for s in specs})
     loss = model.build(args["ids"], args["labels"])
     results = _emit_updates(cfg, model, specs, args, states)
@@ -562,7 +590,7 @@ def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
         FUNC_NAME,
         (arg_types, [v.type for v in ret.arguments]),
         Region(block),
-        arg_attrs=ArrayAttr(attrs),
+        arg_attrs=ArrayAttr(arg_attrs),
     )
     module = ModuleOp([fn])
     module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(cfg.world_size, i64)

@@ -51,10 +51,10 @@ class Problem:
         for c, ps in enumerate(pred_lists):
             for p in ps:
                 succs[p].append(c)
-        kinds = [None] * n
+        kinds: list[str | None] = [None] * n
         for v, k in (comm or {}).items():
             kinds[v] = k
-        roles = [None] * n
+        roles: list[str | None] = [None] * n
         for v, r in (role or {}).items():
             roles[v] = r
         return cls(pred_lists, succs, kinds, [float(d) for d in durations], roles)

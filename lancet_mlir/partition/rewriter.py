@@ -6,6 +6,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import (
@@ -20,7 +21,7 @@ from lancet_mlir.partition.expert_span import ExpertSpan
 from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op
 
 # timing annotations describe the whole op; a chunk must not inherit them
-_DROPPED_ATTRS = ("lancet.time_us", "lancet.start_us", "lancet.end_us", "lancet.stream")
+_DROPPED_ATTRS = attrs.TIMING
 
 
 def carried_annotations(o: Operation) -> dict[str, Attribute]:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 
-from lancet_mlir.dialects.comm import AllReduceOp
-from lancet_mlir.graph.buckets import fusion_key
+from lancet_mlir import attrs
+from lancet_mlir.graph.buckets import (
+    Bucket,
+    has_roles,
+    is_gradient_allreduce,
+    plan_ddp_buckets,
+)
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import (
     apply_order,
@@ -22,81 +26,11 @@ from lancet_mlir.graph.rewrite import (
 from lancet_mlir.passes.options import CheckedOptions, check_int
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
-ROLE_ATTR = "lancet.role"
+ROLE_ATTR = attrs.ROLE
 
-
-@dataclass(frozen=True)
-class Bucket:
-    """Planned bucket: gradient all-reduce nodes (readiness order) and the node after which
-    the fused all-reduce launches (its last producer; -1 when every operand is an argument)."""
-
-    members: tuple[int, ...]
-    anchor: int
-    nbytes: int
-
-
-def has_roles(module: ModuleOp) -> bool:
-    """True when any op of `module` carries a `lancet.role` annotation."""
-    return any(ROLE_ATTR in op.attributes for op in module.walk())
-
-
-def is_gradient_allreduce(op: Operation, roles: bool) -> bool:
-    """An all-reduce of weight gradients: every operand is the result of a dW-role op
-    (or, in a module without role annotations, any all-reduce)."""
-    if not isinstance(op, AllReduceOp):
-        return False
-    if not roles:
-        return True
-    for v in op.inputs:
-        owner = v.owner
-        if not isinstance(owner, Operation):
-            return False
-        role = owner.attributes.get(ROLE_ATTR)
-        if not isinstance(role, StringAttr) or role.data != "dw":
-            return False
-    return True
-
-
-def plan_ddp_buckets(
-    graph: DataflowGraph, gradients: Sequence[int], bucket_bytes: int
-) -> list[Bucket]:
-    """Assign gradient all-reduces to buckets as PyTorch DDP does.
-
-    Gradients are visited in readiness order (program position of their last producer,
-    ties by position of the all-reduce); each compatible kind (same reduction, group and
-    element type) fills its own open bucket, which closes as soon as it holds at least
-    `bucket_bytes`. A gradient that depends on a member of any open bucket (its own kind's
-    or another's) closes that bucket first, so fusing never creates a cycle, not even
-    between two buckets of different kinds (see `plan_buckets`). Buckets are returned in
-    launch order (by anchor).
-    """
-    ready = {i: max(graph.preds[i], default=-1) for i in gradients}
-    visit = sorted(gradients, key=lambda i: (ready[i], i))
-    reach: list[int] | None = None
-    open_buckets: dict[tuple, list[int]] = {}
-    sizes: dict[tuple, int] = {}
-    buckets: list[Bucket] = []
-
-    def close(key: tuple) -> None:
-        members = open_buckets.pop(key)
-        buckets.append(Bucket(tuple(members), max(ready[m] for m in members), sizes.pop(key)))
-
-    for i in visit:
-        key = fusion_key(graph.ops[i])
-        assert key is not None
-        if open_buckets:
-            reach = reach if reach is not None else graph.descendants()
-            for other in [k for k, ms in open_buckets.items() if any(reach[m] >> i & 1 for m in ms)]:
-                close(other)
-        open_buckets.setdefault(key, [])
-        open_buckets[key].append(i)
-        sizes[key] = sizes.get(key, 0) + graph.payload_bytes[i]
-        if sizes[key] >= bucket_bytes:
-            close(key)
-    for key in list(open_buckets):
-        close(key)
-    buckets.sort(key=lambda b: (b.anchor, b.members[0]))
-    return buckets
+__all__ = [
+    "Bucket", "DdpBucketSchedulePass", "has_roles", "is_gradient_allreduce", "plan_ddp_buckets",
+]
 
 
 @dataclass(frozen=True)

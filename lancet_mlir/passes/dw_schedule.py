@@ -14,7 +14,7 @@ from lancet_mlir.optimize.dw import dw_schedule
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.passes.scheduling import block_problem, never_worse
-from lancet_mlir.passes.simulate import simulated_blocks
+from lancet_mlir.sim.blocks import simulated_blocks
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -25,10 +25,12 @@ from lancet_mlir.passes.scheduling import (
     fusion_hooks,
     simulated_makespan,
 )
-from lancet_mlir.passes.simulate import simulated_blocks
 from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
+from lancet_mlir.sim.blocks import simulated_blocks
 from lancet_mlir.sim.options import SimOptions
-from lancet_mlir.sim.timeline import GraphLike, list_schedule, weight_update_first
+from lancet_mlir.sim.profiled_schedule import ScheduleDecision, profiled_fifo_schedule
+
+__all__ = ["LancetSchedulePass", "ScheduleDecision", "partition_stage", "profiled_fifo_schedule"]
 
 LOG = logging.getLogger("lancet_mlir.schedule")
 """Stage lines (INFO): `lancet-opt --verbose` shows them on stderr."""
@@ -41,50 +43,6 @@ units (ops plus edges) at most (evaluations are incremental, most cost less), an
 fixed rate turns seconds into `max-seconds * EVAL_UNITS_PER_SECOND / (V + E)` evaluations:
 the budget, hence the result, is the same on every machine; the wall time is about
 `max-seconds` or less on one core of a 2020s CPU."""
-
-
-@dataclass(frozen=True)
-class ScheduleDecision:
-    """The outcome for one block: the order to emit and both fixed-order makespans."""
-
-    order: list[int]
-    input_makespan_us: float
-    output_makespan_us: float
-
-    @property
-    def changed(self) -> bool:
-        """True if `order` differs from the input (block) order."""
-        return self.order != list(range(len(self.order)))
-
-
-def profiled_fifo_schedule(
-    graph: GraphLike, durations: Sequence[float], options: SimOptions | None = None
-) -> ScheduleDecision:
-    """Lancet's profiled FIFO scheduler (lancet-algorithms.md §6.1, §1.4 steps 2-3, §9.5).
-
-    Every op has priority 1 except the weight-update-first ops (consumers of an allreduce
-    result), which get priority 0 and are delayed until nothing else can run. The list
-    schedule's total launch order is the candidate; it is kept only if its fixed-order
-    evaluation is strictly faster than the input order's ("never worse"), otherwise the
-    input order (node order) is returned.
-    """
-    options = options or SimOptions()
-    n = len(graph.preds)
-    kwargs = {
-        "num_comm_streams": options.num_comm_streams,
-        "overlap_slowdown": options.overlap_slowdown,
-    }
-    base = evaluate_fixed_order(graph, durations, **kwargs).makespan_us
-    delayed = weight_update_first(graph)
-    priorities = [1.0] * n
-    for i in delayed:
-        priorities[i] = 0.0
-    candidate = list_schedule(graph, durations, priorities=priorities, delayed=delayed, **kwargs)
-    order = candidate.order
-    new = evaluate_fixed_order(graph, durations, order=order, **kwargs).makespan_us
-    if new < base:
-        return ScheduleDecision(order, base, new)
-    return ScheduleDecision(list(range(n)), base, base)
 
 
 def evaluation_budget(max_seconds: float, graph: DataflowGraph) -> int:

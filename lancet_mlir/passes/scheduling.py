@@ -9,17 +9,18 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import StringAttr
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
 from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.optimize.problem import Problem
-from lancet_mlir.passes.simulate import GraphCostModel
 from lancet_mlir.sim import evaluate_fixed_order
+from lancet_mlir.sim.blocks import GraphCostModel
 from lancet_mlir.sim.options import SimOptions
 
-ROLE_ATTR = "lancet.role"
+ROLE_ATTR = attrs.ROLE
 
 
 def block_problem(graph: DataflowGraph, durations: Sequence[float]) -> Problem:

@@ -45,13 +45,21 @@ NCCL_PROGRAMS: dict[str, str] = {
 
 
 def _number(source: str, line: int, text: str, what: str, integer: bool = False) -> float:
+    """`text` as a finite number >= 0; with `integer`, a whole number (`1e3` is 1000)."""
     try:
-        value = int(text) if integer else float(text)
+        value: float = float(text)
     except ValueError:
         raise UserError(f"{source}:{line}: {what} must be a number, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise UserError(f"{source}:{line}: {what} must be finite and >= 0, got {text!r}")
-    return value
+    if not integer:
+        return value
+    if not value.is_integer():
+        raise UserError(f"{source}:{line}: {what} must be a whole number, got {text!r}")
+    try:
+        return int(text)  # exact for long digit strings
+    except ValueError:
+        return int(value)  # e.g. 1e3
 
 
 def _content_lines(text: str) -> list[tuple[int, str]]:

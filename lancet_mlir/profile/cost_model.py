@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.profile.clusters import get_cluster
@@ -52,7 +53,7 @@ from lancet_mlir.profile.profile_db import ProfileDB
 from lancet_mlir.profile.roofline import numeric_attr, op_roofline_us
 from lancet_mlir.support.errors import UserError
 
-TIME_ATTR = "lancet.time_us"
+TIME_ATTR = attrs.TIME_US
 
 ZERO_COST_OPS: frozenset[str] = frozenset(
     {

@@ -7,12 +7,10 @@ kernel, the host waits for the second event, and `cudaEventElapsedTime` gives th
 `cudaError_t`; `check_cuda` turns anything but `cudaSuccess` into an error naming the call.
 
 Kernels: CuPy (optional extra `gpu`, package `cupy-cuda13x`). Instead of a second, GPU-only
-implementation of every kernel, the kernel registry module (`dialects/kernels.py`, pure
-Python + numpy by design) is loaded a second time with CuPy in place of numpy
-(`load_kernels_for(cupy)`): CuPy implements the NumPy API on the GPU, so every registry
-kernel runs there as written: matmuls go to cuBLAS, element-wise code to CuPy kernels. The
-registry stays the single definition of every kernel; what is timed is what `lancet-run`
-computes. CuPy launches on our stream through `cupy.cuda.ExternalStream`. Kernels whose
+implementation of every kernel, the reference implementations (`lancet_mlir.runtime.kernels`,
+written against an array-namespace argument `xp`) run with `xp = cupy`: CuPy implements the
+NumPy API on the GPU, so every kernel runs there as written: matmuls go to cuBLAS,
+element-wise code to CuPy kernels. What is timed is what `lancet-run` computes. CuPy launches on our stream through `cupy.cuda.ExternalStream`. Kernels whose
 numpy code synchronises the host (data-dependent shapes, e.g. the MoE gate's `nonzero`) are
 timed including that synchronisation, as they would run.
 
@@ -23,19 +21,13 @@ docs/runtime.md).
 
 from __future__ import annotations
 
-import builtins
-import sys
-import types
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.ir import Operation
 
 from lancet_mlir.support.errors import UserError
-
-_LOADED: dict[str, dict[str, Any]] = {}
 
 
 class CudaError(RuntimeError):
@@ -44,7 +36,7 @@ class CudaError(RuntimeError):
 
 def runtime_module() -> Any:
     """cuda-python's CUDA runtime bindings (`cuda.bindings.runtime`)."""
-    from cuda.bindings import runtime
+    from cuda.bindings import runtime  # pyright: ignore[reportAttributeAccessIssue] - optional GPU dependency
 
     return runtime
 
@@ -81,42 +73,9 @@ def gpu_status() -> tuple[int, str]:
     return int(count), ""
 
 
-def load_kernels_for(xp: types.ModuleType) -> dict[str, Any]:
-    """The kernel registry (name -> Kernel) with the array module `xp` in place of numpy.
-
-    Executes `dialects/kernels.py` once more in a private module whose `import numpy`
-    yields `xp` (cached per array module). With `xp = numpy` the result equals the registry.
-    """
-    name = xp.__name__
-    if name in _LOADED:
-        return _LOADED[name]
-    from lancet_mlir.dialects import kernels
-
-    origin = str(kernels.__file__)
-    module_name = f"lancet_mlir.dialects._kernels_on_{name.replace('.', '_')}"
-    module = types.ModuleType(module_name)
-    module.__file__ = origin
-    real_import = builtins.__import__
-
-    def _import(target: str, globals_: Any = None, locals_: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-        if target == "numpy" and level == 0 and not fromlist:
-            return xp
-        return real_import(target, globals_, locals_, fromlist, level)
-
-    module.__dict__["__builtins__"] = {**builtins.__dict__, "__import__": _import}
-    sys.modules[module_name] = module  # dataclasses look classes' modules up here
-    try:
-        exec(compile(Path(origin).read_text(encoding="utf-8"), origin, "exec"), module.__dict__)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    _LOADED[name] = module.KERNELS
-    return module.KERNELS
-
-
 def _import_cupy() -> Any:
     try:
-        import cupy
+        import cupy  # pyright: ignore[reportMissingImports] - optional GPU dependency
     except ImportError as exc:
         raise UserError(
             "--backend cuda needs CuPy: install the 'gpu' extra (pip install 'lancet-mlir[gpu]', "
@@ -163,24 +122,23 @@ class CudaBackend:
         self._start = check_cuda(rt.cudaEventCreate(), "cudaEventCreate")
         self._end = check_cuda(rt.cudaEventCreate(), "cudaEventCreate")
         self._cupy_stream = cupy.cuda.ExternalStream(int(self._stream), device_index)
-        self._kernels = load_kernels_for(cupy)
 
     def prepare(self, op: Operation, inputs: list[np.ndarray]) -> Callable[[], Any]:
-        """A callable running `op`'s registry kernel with CuPy on device-resident inputs."""
+        """A callable running `op`'s reference kernel with `xp = cupy` on device inputs."""
         from lancet_mlir.dialects.comp import kernel_of, kernel_params
+        from lancet_mlir.runtime.kernels import kernel_runner
 
         kernel = kernel_of(op)
         if kernel is None:
             raise UserError(f"{op.name}: no kernel in the registry to measure")
-        gpu_kernel = self._kernels[kernel.name]
-        params = kernel_params(op)
+        gpu_kernel = kernel_runner(kernel, kernel_params(op), xp=self._cupy)
         with self._cupy_stream:
             device_inputs = [self._cupy.asarray(x) for x in inputs]
         stream = self._cupy_stream
 
         def run() -> Any:
             with stream:
-                return gpu_kernel.numpy(device_inputs, params)
+                return gpu_kernel(device_inputs)
 
         return run
 

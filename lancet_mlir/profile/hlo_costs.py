@@ -121,7 +121,7 @@ def _shape(value_type: Attribute) -> list[int] | None:
 
 
 def _elements(ty: Attribute) -> int:
-    return sum(prod(s) for t in leaf_types(ty) if (s := _shape(t)) is not None)
+    return sum(prod(s, start=1) for t in leaf_types(ty) if (s := _shape(t)) is not None)
 
 
 def _io_bytes(op: Operation) -> float:

@@ -38,7 +38,9 @@ from xdsl.traits import IsTerminator
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB
-from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.errors import AgreedError, UserError, one_line
+from lancet_mlir.support.files import commit_outputs
+from lancet_mlir.support.mpi_job import fault_point
 
 TOOL = "lancet-profile"
 
@@ -115,7 +117,7 @@ def _int_bound(op: Operation) -> int:
 def synthetic_inputs(op: Operation, seed: int) -> list[np.ndarray]:
     """Deterministic operand values of `op` (see the module doc)."""
     from lancet_mlir.dialects.comp import tensor_sig
-    from lancet_mlir.dialects.kernels import numpy_dtype
+    from lancet_mlir.runtime.kernels import numpy_dtype
 
     rng = np.random.default_rng([seed, len(op.operands)])
     bound = _int_bound(op)
@@ -180,24 +182,40 @@ def measure_module(
 # ---- the command ---------------------------------------------------------------------------------
 
 
-def _load(path: str) -> ModuleOp:
+def check_measure_args(args: argparse.Namespace) -> None:
+    """Checks of `measure`'s arguments that need no input (run on every rank under mpiexec)."""
+    from lancet_mlir.profile.mpi_util import under_mpiexec
+
+    if under_mpiexec() and args.module == "-":
+        raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
+    _check_output(args.output)
+
+
+def _load(path: str, world_size: int | None = None) -> ModuleOp:
     from xdsl.context import Context
     from xdsl.dialects import get_all_dialects as xdsl_dialects
     from xdsl.parser import Parser
 
     from lancet_mlir.dialects import get_all_dialects
+    from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.profile.fileio import read_text
 
-    if path == "-":  # like lancet-run: `lancet-model ... | lancet-profile measure -`
-        text, path = sys.stdin.read(), "<stdin>"
-    else:
-        text = read_text(path)
+    fault_point("read")
+    text = read_text(path)  # `-`: stdin, like lancet-run (`lancet-model ... | ... measure -`)
+    if path == "-":
+        path = "<stdin>"
     ctx = Context(allow_unregistered=True)
     for name, factory in {**xdsl_dialects(), **get_all_dialects()}.items():
         ctx.register_dialect(name, factory)
     try:
         module = Parser(ctx, text, path).parse_module()
+        if world_size is not None:
+            # verify against the world size the profile will claim: a module built for 8
+            # ranks whose collective shapes need 8 does not verify with --world-size 3
+            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world_size, 64)
         module.verify()
+        check_module(module)
+        fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - one line naming the file
         message = one_line(exc)
         raise UserError(message if message.startswith(path) else f"{path}: {message}") from exc
@@ -246,7 +264,7 @@ def measure_command(args: argparse.Namespace) -> int:
     if under_mpiexec():
         return _measure_mpi(args)
     _check_output(args.output)  # before measuring, which may take minutes
-    module = _load(args.module)
+    module = _load(args.module, args.world_size)
     backend = make_backend(args.backend)
     db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
                              seed=args.seed, world_size=_world_size(module, args.world_size))
@@ -284,7 +302,7 @@ def _measure_mpi(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     try:
         return _measure_mpi_body(args, comm)
-    except UserError:
+    except AgreedError:
         if comm.Get_rank() == 0:
             raise
         raise SystemExit(1) from None
@@ -298,11 +316,7 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     cat = OpCatalog()
     error: str | None = None
     try:
-        if args.module == "-":
-            raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
-        if rank == 0:
-            _check_output(args.output)
-        module = _load(args.module)
+        module = _load(args.module, args.world_size)
         backend = make_backend(args.backend, rank)
         db, cat = measure_module(module, backend, warmup=args.warmup, iters=args.iters,
                                  seed=args.seed, world_size=_world_size(module, args.world_size))
@@ -313,13 +327,16 @@ def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
     assert db is not None
     synced = sync_profile(db, comm)
     error = None
-    if rank == 0:
-        try:
-            _write(synced, args.output)
-            for note in _notes(cat, args.backend):
-                sys.stderr.write(f"{TOOL}: note: {note}\n")
-        except Exception as exc:  # noqa: BLE001
-            error = one_line(exc)
+    try:
+        fault_point("write")
+        if rank == 0:
+            _write(synced, args.output)  # staged: committed once every rank agreed
+    except Exception as exc:  # noqa: BLE001
+        error = one_line(exc)
     raise_if_any_failed(comm, error)
+    if rank == 0:
+        commit_outputs()
+        for note in _notes(cat, args.backend):
+            sys.stderr.write(f"{TOOL}: note: {note}\n")
     return 0
 

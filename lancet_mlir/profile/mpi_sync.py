@@ -17,7 +17,8 @@ from typing import Any
 
 from lancet_mlir.profile.devices import canonical_device_name
 from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import AgreedError, UserError
+from lancet_mlir.support.mpi_job import fault_point
 
 
 def raise_if_any_failed(comm: Any, local_error: str | None) -> None:
@@ -27,7 +28,7 @@ def raise_if_any_failed(comm: Any, local_error: str | None) -> None:
     if failed:
         rank, msg = failed[0]
         more = f" (and {len(failed) - 1} more rank(s) failed)" if len(failed) > 1 else ""
-        raise UserError(f"rank {rank}: {msg}{more}")
+        raise AgreedError(f"rank {rank}: {msg}{more}")
 
 
 def _consistency_error(summaries: list[tuple[str | None, list[str]]]) -> str | None:
@@ -58,7 +59,7 @@ def sync_profile(db: ProfileDB, comm: Any) -> ProfileDB:
     summaries = comm.allgather((db.metadata.get("device"), keys))
     problem = _consistency_error(summaries)
     if problem is not None:
-        raise UserError(problem)
+        raise AgreedError(problem)  # every rank evaluated the same data
     rows = [
         (e.mean_us, e.count, e.std_us, e.min_us, e.max_us)
         for e in (db.entries[k] for k in keys)
@@ -82,6 +83,7 @@ def load_and_sync(path_pattern: str, comm: Any) -> ProfileDB:
     db: ProfileDB | None = None
     error: str | None = None
     try:
+        fault_point("read")
         db = ProfileDB.load(path)
     except UserError as exc:
         error = str(exc)

@@ -26,15 +26,15 @@ class NumpyBackend:
     device = "cpu"
 
     def prepare(self, op: Operation, inputs: list[np.ndarray]) -> Callable[[], Any]:
-        """A callable running the registry's numpy implementation of `op` on `inputs`."""
+        """A callable running the reference implementation of `op` (numpy) on `inputs`."""
         from lancet_mlir.dialects.comp import kernel_of, kernel_params
+        from lancet_mlir.runtime.kernels import kernel_runner
 
         kernel = kernel_of(op)
         if kernel is None:
             raise UserError(f"{op.name}: no kernel in the registry to measure")
-        params = kernel_params(op)
-        numpy_fn = kernel.numpy
-        return lambda: numpy_fn(inputs, params)
+        run = kernel_runner(kernel, kernel_params(op))
+        return lambda: run(inputs)
 
     def time(self, fn: Callable[[], Any], warmup: int, iters: int) -> list[float]:
         """Wall-clock durations in µs of `iters` calls after `warmup` calls."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from lancet_mlir.profile.devices import canonical_device_name
 from lancet_mlir.profile.fileio import read_bytes, read_text, write_atomic
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, one_line
 
 FORMAT_NAME = "lancet-profile"
 FORMAT_VERSION = 1
@@ -279,6 +279,13 @@ class ProfileDB:
             raise UserError(f"{source}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise UserError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise UserError(f"{source}: invalid profile: JSON nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            what = one_line(exc)
+            if "digits" in what:  # Python's message suggests changing an interpreter limit
+                what = "a number has more than 4300 digits"
+            raise UserError(f"{source}: invalid JSON: {what}") from None
         return cls.from_json_obj(obj, source)
 
     # ---- files ---------------------------------------------------------------------------------

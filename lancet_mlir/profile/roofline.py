@@ -48,6 +48,7 @@ from functools import cache
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
 from xdsl.ir import Attribute, Operation
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import tensor_bytes
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.profile.comm_model import PiecewiseLinear
@@ -58,8 +59,8 @@ from lancet_mlir.support.errors import UserError
 COMPUTE_EFFICIENCY = 0.75
 MEMORY_EFFICIENCY = 0.8
 
-FLOPS_ATTR = "lancet.flops"
-BYTES_ATTR = "lancet.bytes"
+FLOPS_ATTR = attrs.FLOPS
+BYTES_ATTR = attrs.BYTES
 
 MATMUL_OPS: frozenset[str] = frozenset(
     {

@@ -2,8 +2,8 @@
 
 Ops run in block order. What each op does:
 
-* `comp.<kernel>`: the kernel registry's numpy implementation
-  (`kernel_of(op).numpy(inputs, kernel_params(op))`);
+* `comp.<kernel>`: the kernel's reference implementation with numpy
+  (`runtime.kernels.kernel_runner(kernel_of(op), kernel_params(op))`);
 * `comm.*` collectives: real multi-rank semantics (`collectives.py`), either across N
   simulated ranks held in this process (lockstep: every rank runs the same op sequence and a
   collective combines all ranks' values) or through MPI, one rank per process (`mpi.py`);
@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.runtime import collectives
 from lancet_mlir.runtime.collectives import op_label
@@ -41,7 +42,7 @@ from lancet_mlir.runtime.values import (
 )
 from lancet_mlir.support.errors import UserError, one_line
 
-TIME_ATTR = "lancet.time_us"
+TIME_ATTR = attrs.TIME_US
 
 
 class Collectives(Protocol):
@@ -273,8 +274,9 @@ class ReferenceExecutor:
 
         kernel = kernel_of(op)
         if kernel is not None:
-            params = kernel_params(op)
-            return lambda ins: kernel.numpy(list(ins), params)
+            from lancet_mlir.runtime.kernels import kernel_runner
+
+            return kernel_runner(kernel, kernel_params(op))
         if isinstance(op, ConstantOp):
             value = constant_value(op.value, op.result.type)
             return lambda ins: [value.copy()]

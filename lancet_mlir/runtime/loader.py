@@ -14,6 +14,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.files import STDOUT, read_text
+from lancet_mlir.support.mpi_job import fault_point
 
 
 def make_context() -> Context:
@@ -48,12 +50,15 @@ class LoadedModule:
 
 def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
     """Parse and verify `text`; UserError naming `source` on any problem."""
+    from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.graph.rewrite import check_dominance
 
     try:
         module = Parser(make_context(), text, source).parse_module()
         module.verify()
+        check_module(module)
         check_dominance(module)
+        fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - every parse/verify failure becomes one line
         message = one_line(exc)
         if not message.startswith(source):
@@ -64,13 +69,5 @@ def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
 
 def load_module(path: str) -> LoadedModule:
     """Read, parse and verify the module in file `path` (`-` reads stdin)."""
-    if path == "-":
-        import sys
-
-        return parse_module_text(sys.stdin.read(), "<stdin>")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise UserError(one_line(exc)) from exc
-    return parse_module_text(text, path)
+    fault_point("read")
+    return parse_module_text(read_text(path), "<stdin>" if path == STDOUT else path)

@@ -19,7 +19,6 @@ rank order is the order written in the op.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
@@ -43,14 +42,15 @@ from lancet_mlir.runtime.collectives import (
     reduction_of,
     resolve_groups,
 )
-
-_LAUNCHER_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
+from lancet_mlir.support.errors import AgreedError
+from lancet_mlir.support.mpi_job import fault_point, launcher_world_size
+from lancet_mlir.support.mpi_job import world_comm as world_comm  # re-exported for the tools
 
 # dtypes MPI reduces natively; other dtypes (f16, bool, ...) are gathered and reduced locally
 _TYPED_REDUCE = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)}
 
 
-class RankFailure(Exception):
+class RankFailure(AgreedError):
     """A rank failed; every rank raises this after the agreement that detected it."""
 
     def __init__(self, rank: int, message: str):
@@ -59,25 +59,9 @@ class RankFailure(Exception):
         self.message = message
 
 
-def launcher_world_size() -> int | None:
-    """The world size an MPI launcher announced in the environment, None outside one."""
-    for var in _LAUNCHER_VARS:
-        value = os.environ.get(var)
-        if value and value.isdigit():
-            return int(value)
-    return None
-
-
 def under_mpi_launcher() -> bool:
     """True when this process was started by mpiexec/mpirun (with any number of ranks)."""
     return launcher_world_size() is not None
-
-
-def world_comm() -> Any:
-    """mpi4py's COMM_WORLD (imports mpi4py, which initialises MPI)."""
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
 
 
 def agree(comm: Any, error: str | None) -> None:
@@ -137,6 +121,7 @@ class MpiCollectives:
         (inputs,) = per_rank
         gc, me = self.group_comm(op)
         self._check_local(op, inputs, gc.Get_size())
+        fault_point("collective")
         agree(self.comm, None)
         try:
             return [self._exchange(op, gc, list(inputs))]

@@ -7,7 +7,6 @@ simulated in one process or were MPI processes (rank 0 gathers and writes).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import IO, Any
@@ -21,18 +20,10 @@ from lancet_mlir.support.files import atomic_path
 _KEY = re.compile(r"^rank(\d+)/(\d+)$")
 
 
-def check_output_folder(path: str) -> None:
-    """UserError unless the folder that will hold `path` exists (checked before running)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"{path}: folder does not exist")
-
-
 def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Write `arrays` to `path` atomically (temporary file in the same folder + rename)."""
-    check_output_folder(path)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **dict(arrays))
+        np.savez(f, **dict(arrays))  # pyright: ignore[reportArgumentType] - names, not allow_pickle
 
 
 def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:

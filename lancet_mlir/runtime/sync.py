@@ -4,12 +4,16 @@
   text (or the rank's error): a rank that failed to load, or holds a different module, ends
   every rank before anything runs.
 * `rank0_then_broadcast` runs a step (printing, writing a file) on rank 0 only and tells
-  every rank whether it worked, so all ranks exit with the same code.
+  every rank whether it worked, so all ranks exit with the same code; rank 0's files are
+  committed only after that agreement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +21,8 @@ from typing import Any
 from lancet_mlir.runtime.loader import LoadedModule, load_module
 from lancet_mlir.runtime.mpi import RankFailure, agree
 from lancet_mlir.support.errors import one_line
+from lancet_mlir.support.files import STDOUT, commit_outputs, write_atomic
+from lancet_mlir.support.mpi_job import fault_point
 
 
 @dataclass
@@ -57,15 +63,28 @@ def load_on_all_ranks(
 
 
 def rank0_then_broadcast(comm: Any, step: Callable[[], int]) -> int:
-    """Run `step` on rank 0; every rank returns its exit code, or exits 1 if it raised."""
+    """Run `step` on rank 0 (its files staged), agree on success, then commit rank 0's files.
+
+    Every rank returns rank 0's exit code; if `step` (or any rank's `write` fault point)
+    failed, every rank fails: rank 0 with the one error line, the others silently. What the
+    step prints is staged like a file (shown only on success), except when the step itself
+    failed: then it is printed at once, as it explains the failure (e.g. a compare table).
+    """
     code, error = 0, None
+    printed = io.StringIO()
+    try:
+        fault_point("write")
+        if comm.Get_rank() == 0:
+            with contextlib.redirect_stdout(printed):
+                code = step()
+    except Exception as exc:  # noqa: BLE001 - the other ranks must hear of it
+        error = one_line(exc)
+        sys.stdout.write(printed.getvalue())  # what a failing step printed explains it
+        printed = io.StringIO()
+    if printed.getvalue():
+        write_atomic(STDOUT, printed.getvalue())  # staged like the files
+    agree(comm, error)
+    code = comm.bcast(code, root=0)
     if comm.Get_rank() == 0:
-        try:
-            code = step()
-        except BaseException as exc:  # noqa: BLE001 - the other ranks must hear of it
-            comm.bcast((1, one_line(exc)), root=0)
-            raise
-    code, error = comm.bcast((code, error), root=0)
-    if error is not None:
-        raise SystemExit(1)
+        commit_outputs()  # only now that every rank agreed
     return code

@@ -27,13 +27,14 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from lancet_mlir import attrs
 from lancet_mlir.support.errors import UserError
 
-INIT_SCALE_ATTR = "lancet.init_scale"
-INIT_OFFSET_ATTR = "lancet.init_offset"
-REPLICATED_ATTR = "lancet.replicated"
+INIT_SCALE_ATTR = attrs.INIT_SCALE
+INIT_OFFSET_ATTR = attrs.INIT_OFFSET
+REPLICATED_ATTR = attrs.REPLICATED
 _REPLICA_STREAM = 2**32  # larger than any rank: replicated draws never collide with per-rank ones
-MAX_INT_ATTR = "lancet.max_int"
+MAX_INT_ATTR = attrs.MAX_INT
 
 _FLOAT_WIDTHS = {16: np.float16, 32: np.float32, 64: np.float64}
 _INT_WIDTHS = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
@@ -120,13 +121,13 @@ def make_inputs(
     copy, so a kernel that wrote into its input could not leak into another rank.
     """
     values = []
-    for i, (ty, attrs) in enumerate(zip(arg_types, arg_attrs, strict=True)):
-        replicated = attrs is not None and REPLICATED_ATTR in attrs.data
+    for i, (ty, arg_attr) in enumerate(zip(arg_types, arg_attrs, strict=True)):
+        replicated = arg_attr is not None and REPLICATED_ATTR in arg_attr.data
         if replica_cache is None or not replicated:
-            values.append(make_input(ty, attrs, seed=seed, rank=rank, index=i))
+            values.append(make_input(ty, arg_attr, seed=seed, rank=rank, index=i))
             continue
         if i not in replica_cache:
-            replica_cache[i] = make_input(ty, attrs, seed=seed, rank=rank, index=i)
+            replica_cache[i] = make_input(ty, arg_attr, seed=seed, rank=rank, index=i)
         values.append(replica_cache[i].copy())
     return values
 

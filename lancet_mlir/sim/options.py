@@ -16,6 +16,10 @@ from xdsl.ir import Operation
 from lancet_mlir import attrs
 from lancet_mlir.support.errors import UserError
 
+MAX_COMM_STREAMS = 64
+"""Most communication streams the simulator accepts: real jobs use a handful (Lancet: 1), and
+each stream costs the simulator memory and time, so absurd counts are refused up front."""
+
 
 @dataclass(frozen=True)
 class SimOptions:
@@ -27,6 +31,11 @@ class SimOptions:
     def __post_init__(self) -> None:
         if self.num_comm_streams < 1:
             raise ValueError(f"number of comm streams must be >= 1, got {self.num_comm_streams}")
+        if self.num_comm_streams > MAX_COMM_STREAMS:
+            raise ValueError(
+                f"number of comm streams must be <= {MAX_COMM_STREAMS}, got "
+                f"{self.num_comm_streams} (real jobs use a handful; Lancet uses 1)"
+            )
         if not (math.isfinite(self.overlap_slowdown) and self.overlap_slowdown >= 1.0):
             raise ValueError(f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}")
 
@@ -61,4 +70,7 @@ def module_sim_options(module: Operation) -> SimOptions:
         if not (math.isfinite(value) and value >= 1.0):
             raise UserError(f"{attrs.OVERLAP_SLOWDOWN}: expected a finite number >= 1.0, got {slowdown}")
         factor = value
-    return resolve_sim_options(num, factor)
+    try:
+        return resolve_sim_options(num, factor)
+    except ValueError as exc:  # e.g. more streams than MAX_COMM_STREAMS
+        raise UserError(f"{attrs.COMM_STREAMS}: {exc}") from None

@@ -51,18 +51,19 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from lancet_mlir.graph.dataflow import collective_kind
-
 COMPUTE_STREAM = 0
 """Stream id of the compute stream; communication streams are 1..k."""
 
 
 class GraphLike(Protocol):
-    """What the simulator reads from a graph: per-node producer/consumer lists and kinds."""
+    """What the simulator reads from a graph: per-node producer/consumer lists, comm flags and
+    collective kinds (`comm_kind[i]`: `allreduce`, `all_to_all`, ..., None for compute).
+    `DataflowGraph`, `TaskGraph` and the optimizers' `Problem` have these fields."""
 
     preds: list[list[int]]
     succs: list[list[int]]
     is_comm: list[bool]
+    comm_kind: list[str | None]
 
 
 @dataclass
@@ -392,7 +393,7 @@ class _Engine:
 class _Policy(Protocol):
     def on_ready(self, i: int, t: float) -> None: ...
 
-    def fetch(self, engine: _Engine) -> None: ...
+    def fetch(self, e: _Engine) -> None: ...
 
     def release(self) -> bool: ...
 
@@ -522,20 +523,10 @@ class _ListPolicy:
 
 def weight_update_first(graph: GraphLike) -> list[int]:
     """Ops that consume an allreduce result (Lancet's `IsWeightUpdateFirstOp`, §1.4)."""
-    kinds = _comm_kinds(graph)
+    kinds = graph.comm_kind
     return [
         i for i, ps in enumerate(graph.preds) if any(kinds[p] == "allreduce" for p in ps)
     ]
-
-
-def _comm_kinds(graph: GraphLike) -> list[str | None]:
-    kinds = getattr(graph, "comm_kind", None)
-    if kinds is not None:
-        return list(kinds)
-    ops = getattr(graph, "ops", None)
-    if ops is None:
-        return [None] * len(graph.preds)
-    return [collective_kind(op) if c else None for op, c in zip(ops, graph.is_comm, strict=True)]
 
 
 def list_schedule(

@@ -10,12 +10,19 @@ class UserError(Exception):
     """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
 
 
+class AgreedError(UserError):
+    """A failure that every rank of an MPI job has already learnt of (through an allgather or
+    broadcast), so the tool exits normally instead of aborting the job (support/mpi_job.py)."""
+
+
 def one_line(exc: BaseException) -> str:
     """Condense an exception into one line, with file:line:col for parse errors."""
     if isinstance(exc, ParseError):
         loc = exc.span.get_location()
         msg = exc.msg.strip().splitlines()[0] if exc.msg.strip() else "parse error"
         return f"{loc}: {msg}"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply (more levels than Python's recursion limit allows)"
     if isinstance(exc, FileNotFoundError):
         return f"{exc.filename}: no such file"
     if isinstance(exc, IsADirectoryError | PermissionError):

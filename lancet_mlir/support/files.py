@@ -1,54 +1,253 @@
-"""File helpers: atomic writes (never a half-written output), reads with one-line errors,
-and the data files shipped in the package."""
+"""File helpers: all-or-nothing outputs, reads with one-line errors, and the data files
+shipped in the package.
+
+Outputs. Every writer goes through `atomic_path` (or `write_atomic`), which writes a
+temporary file next to the target and renames it over the target only on success, so a
+failed write never leaves a half-written file. Inside an `OutputSet` (one per tool run) the
+renames are *deferred*: every output of the run is staged and the set renames them all only
+when the whole run succeeded; a failure, an exception or Ctrl-C anywhere removes the staged
+files and leaves every earlier output as it was. The path `-` means standard output: its text
+is staged too and printed at commit.
+
+The commit renames one file after the other with SIGINT blocked (POSIX has no multi-file
+rename); the primary output (`-o`) is renamed last, so a crash inside that window of a few
+system calls can at worst leave new secondary outputs next to an old primary output.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from lancet_mlir.support.errors import UserError
 
+STDOUT = "-"
+"""The output (and input) path that means the standard stream."""
+
+
+@dataclass
+class _Staged:
+    target: str
+    tmp: str
+    primary: bool
+
+
+@dataclass
+class OutputSet:
+    """The outputs of one run, committed together (see the module doc).
+
+    Use as a context manager: on a normal exit every staged output is renamed into place
+    (primary outputs last); on an exception (KeyboardInterrupt included) they are removed.
+    `inputs` are the run's input files: staging one of them as an output is refused.
+    """
+
+    inputs: list[str] = field(default_factory=list)
+    _staged: list[_Staged] = field(default_factory=list)
+
+    def add_inputs(self, *paths: str | None) -> None:
+        """Declare input files of the run (None entries are skipped)."""
+        self.inputs.extend(p for p in paths if p)
+
+    def __enter__(self) -> OutputSet:
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        _ACTIVE.remove(self)
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+    def stage(self, target: str, tmp: str, primary: bool = False) -> None:
+        """Take over the finished temporary file `tmp` to become `target` at commit."""
+        for old in [s for s in self._staged if s.target == target]:
+            # the same output written again (one per --split-input-file chunk): last wins
+            self._staged.remove(old)
+            _remove(old.tmp)
+        try:
+            check_output_folder(target, inputs=self.inputs)
+            if target == STDOUT and any(s.target == STDOUT for s in self._staged):
+                raise UserError("only one output can go to standard output ('-')")
+        except UserError:
+            _remove(tmp)
+            raise
+        self._staged.append(_Staged(target, tmp, primary))
+
+    def commit(self) -> None:
+        """Rename every staged output into place (primary last) and print the stdout one."""
+        order = sorted(self._staged, key=lambda s: s.primary)  # stable: staging order otherwise
+        self._staged = []
+        blocked = _block_sigint()
+        try:
+            for k, staged in enumerate(order):
+                try:
+                    _publish(staged)
+                except BaseException:
+                    for rest in order[k + 1:]:
+                        _remove(rest.tmp)
+                    raise
+        finally:
+            _unblock_sigint(blocked)
+
+    def discard(self) -> None:
+        """Remove every staged temporary file; the targets keep their old contents."""
+        for staged in self._staged:
+            _remove(staged.tmp)
+        self._staged = []
+
+
+_ACTIVE: list[OutputSet] = []
+
+
+def active_output_set() -> OutputSet | None:
+    """The innermost OutputSet of this run, or None (outputs are then renamed at once)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def commit_outputs() -> None:
+    """Commit the active OutputSet now (MPI steps whose success every rank must learn)."""
+    outputs = active_output_set()
+    if outputs is not None:
+        outputs.commit()
+
+
+def declare_inputs(*paths: str | None) -> None:
+    """Declare input files of the run to the active OutputSet: no output may replace them."""
+    outputs = active_output_set()
+    if outputs is not None:
+        outputs.add_inputs(*paths)
+
+
+def _publish(staged: _Staged) -> None:
+    if staged.target == STDOUT:
+        with open(staged.tmp, "rb") as f:
+            data = f.read()
+        _remove(staged.tmp)
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)  # a text-only stdout (tests) has none
+        if stream is not None:
+            stream.write(data)
+        else:
+            sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+        return
+    try:
+        os.replace(staged.tmp, staged.target)
+    except OSError as exc:
+        _remove(staged.tmp)
+        raise UserError(f"{staged.target}: {exc.strerror or exc}") from None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _block_sigint() -> bool:
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - non-POSIX
+        return False
+    return True
+
+
+def _unblock_sigint(blocked: bool) -> None:
+    if blocked:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _writes_through(target: str) -> bool:
+    """/dev/null, /dev/stdout, a FIFO or a symlink: renaming over it would replace the
+    device or the link itself, so such targets are written directly."""
+    return os.path.islink(target) or (os.path.exists(target) and not os.path.isfile(target))
+
 
 @contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temporary file name next to `path`; rename it to `path` on success.
+def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator[str]:
+    """Yield a temporary file name for the output `path`; it becomes `path` on success.
 
     For writers that want a file name (matplotlib, numpy). On any failure the temporary
-    file is removed and `path` is left as it was.
+    file is removed and `path` is left as it was. Inside an OutputSet the rename waits for
+    the set's commit (`primary` outputs go last); `-` stands for standard output. OS errors
+    about the temporary file name the path that was asked for.
     """
     target = os.fspath(path)
-    if os.path.islink(target) or (os.path.exists(target) and not os.path.isfile(target)):
-        # /dev/null, /dev/stdout, a FIFO or a symlink: renaming over it would replace the
-        # device or the link itself, so write through it
+    outputs = active_output_set()
+    if outputs is not None:
+        check_output_folder(target, inputs=outputs.inputs)
+    if target != STDOUT and _writes_through(target):
         yield target
         return
-    folder = os.path.dirname(os.path.abspath(target))
-    if not os.path.isdir(folder):
-        raise UserError(f"{target}: folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the umask
+    tmp = _make_temp(target)
     try:
-        yield tmp
-        os.replace(tmp, target)
+        try:
+            yield tmp
+        except OSError as exc:
+            if exc.filename in (tmp, None):
+                raise UserError(f"{target}: {exc.strerror or exc}") from None
+            raise
+        outputs = active_output_set()
+        if outputs is not None:
+            outputs.stage(target, tmp, primary)
+        else:
+            _publish(_Staged(target, tmp, primary))
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
 
 
-def check_output_folder(path: str | os.PathLike[str]) -> None:
-    """UserError unless the folder that will hold `path` exists: tools call this before
-    long work (measuring, building a model), not only when they finally write."""
+def _make_temp(target: str) -> str:
+    if target == STDOUT:
+        fd, tmp = tempfile.mkstemp(prefix=".lancet-stdout-", suffix=".tmp")
+    else:
+        check_output_folder(target)
+        folder = os.path.dirname(os.path.abspath(target))
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
+        except OSError as exc:
+            raise UserError(f"{target}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the umask
+    return tmp
+
+
+def check_output_folder(
+    path: str | os.PathLike[str], flag: str | None = None, inputs: Iterable[str] = ()
+) -> None:
+    """UserError unless `path` can become an output: its folder exists, it is no folder,
+    and it is none of `inputs` (an output never replaces an input of the same run).
+
+    Tools call this before long work (measuring, building a model), not only when they
+    finally write. `flag` (e.g. "--save") prefixes the message; `-` (stdout) always passes.
+    """
     target = os.fspath(path)
+    if target == STDOUT:
+        return
+    name = f"{flag} {target}" if flag else target
     if os.path.isdir(target):
-        raise UserError(f"{target}: is a folder")
+        raise UserError(f"{name}: is a folder")
     if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
-        raise UserError(f"{target}: folder does not exist")
+        raise UserError(f"{name}: folder does not exist")
+    for source in inputs:
+        if source != STDOUT and _same_file(source, target):
+            raise UserError(f"{name}: is also an input of this run; refusing to replace it")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _umask() -> int:
@@ -57,14 +256,17 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, primary: bool = False) -> None:
+    """Write `data` to `path` through a temporary file and a rename (see `atomic_path`)."""
+    with atomic_path(path, primary) as tmp, open(tmp, "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """Read a whole file, turning OS errors into a UserError naming the file."""
+    """Read a whole file (`-`: standard input), turning OS errors into a UserError naming it."""
+    if os.fspath(path) == STDOUT:
+        stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests) has none
+        return stream.read() if stream is not None else sys.stdin.read().encode()
     try:
         return Path(path).read_bytes()
     except FileNotFoundError:
@@ -74,12 +276,13 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
-    """Read a UTF-8 text file; a UserError names the file on any failure."""
+    """Read a UTF-8 text file (`-`: standard input); a UserError names the file on any failure."""
     data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{os.fspath(path)}: not UTF-8 text (byte {exc.start})") from None
+        name = "<stdin>" if os.fspath(path) == STDOUT else os.fspath(path)
+        raise UserError(f"{name}: not UTF-8 text (byte {exc.start})") from None
 
 
 def data_path(name: str) -> Path:

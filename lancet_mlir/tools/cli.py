@@ -46,6 +46,10 @@ def _annotate_default(action: argparse.Action) -> None:
     action.help = f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
 
 
+I64_MAX = 2**63 - 1
+"""Integers end up in i64 attributes and tensor dimensions: larger ones are refused here."""
+
+
 def _bounded(convert: Callable[[str], float], low: float, what: str) -> Callable[[str], float]:
     def parse(text: str):
         try:
@@ -54,6 +58,8 @@ def _bounded(convert: Callable[[str], float], low: float, what: str) -> Callable
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if not math.isfinite(value) or value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low:g}, got {text}")
+        if isinstance(value, int) and value > I64_MAX:
+            raise argparse.ArgumentTypeError(f"must be <= {I64_MAX} (i64), got {text}")
         return value
 
     parse.__name__ = f"{what.replace(' ', '_')}_at_least_{low:g}"
@@ -66,6 +72,13 @@ non_negative_int = _bounded(int, 0, "an integer")
 """argparse type: an integer >= 0."""
 non_negative_float = _bounded(float, 0.0, "a number")
 """argparse type: a finite number >= 0."""
+
+
+def non_empty(text: str) -> str:
+    """argparse type: any string but the empty one (an empty name would mean the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def positive_float(text: str) -> float:

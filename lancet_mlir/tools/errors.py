@@ -8,7 +8,9 @@ from typing import NoReturn
 
 from xdsl.utils.exceptions import ArgSpecParseError
 
-from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.errors import AgreedError, UserError, one_line
+from lancet_mlir.support.files import OutputSet
+from lancet_mlir.support.mpi_job import abort_job, in_mpi_job
 
 __all__ = ["UserError", "fail", "one_line", "run_cli"]
 
@@ -21,20 +23,36 @@ def fail(tool: str, message: str, code: int = 1) -> NoReturn:
 
 
 def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
-    """Run `body`, turning every exception into one error line and a non-zero exit."""
+    """Run `body`, turning every exception into one error line and a non-zero exit.
+
+    The body runs inside an OutputSet: the files it writes appear only if it returns
+    normally (any exit code), all together; an error or Ctrl-C leaves earlier files as they were.
+    """
     try:
-        code = body()
+        with OutputSet():
+            code = body()
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        fail(tool, "interrupted", 130)
+        interrupted(tool)
     except BrokenPipeError:
         raise SystemExit(0) from None
+    except AgreedError as exc:  # every MPI rank knows: a normal exit
+        fail(tool, one_line(exc))
     except (Exception, ArgSpecParseError) as exc:  # noqa: BLE001 - the one place that turns errors into a line
         if __debug__ and _debug_enabled():
             raise
+        if in_mpi_job():  # the other ranks may wait for this one: end them all
+            abort_job(tool, one_line(exc), 1)
         fail(tool, one_line(exc))
     raise SystemExit(code or 0)
+
+
+def interrupted(tool: str) -> NoReturn:
+    """Ctrl-C: one line and exit code 130; inside an MPI job every rank is ended."""
+    if in_mpi_job():
+        abort_job(tool, "interrupted", 130)
+    fail(tool, "interrupted", 130)
 
 
 def _debug_enabled() -> bool:

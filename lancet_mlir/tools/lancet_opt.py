@@ -14,7 +14,11 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
 * `--verbose`: optimizing passes print one line per stage on stderr (the INFO records of the
   `lancet_mlir` loggers, e.g. lancet-schedule's makespan and exposed communication).
 
-Errors end with one line on stderr and exit code 1; `-o FILE` is written only on success.
+`-` as the input reads stdin; `-` as any output (`-o`, `--report`, ...) writes stdout (at
+most one of them). The outputs of a run are all-or-nothing: nothing is written unless every
+chunk and every output succeeded (`support.files.OutputSet`). `--time-passes` reports the
+wall time of parsing, verification, each pass, printing and writing on stderr.
+Errors end with one line on stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -23,21 +27,26 @@ import argparse
 import io
 import logging
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from lancet_mlir.dialects import get_all_dialects
+from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.support.files import write_atomic
+from lancet_mlir.support.files import STDOUT, OutputSet, write_atomic
 from lancet_mlir.tools import opt_outputs
 from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, one_line, run_cli
+from lancet_mlir.tools.pass_timing import StageTimer
 
 PIPELINE_ALIASES: dict[str, str] = {
     "data_parallel_schedule": "data-parallel-schedule",
@@ -51,6 +60,8 @@ class LancetOptMain(xDSLOptMain):
 
     def __init__(self, args: Sequence[str] | None = None):
         self._pending_output: io.StringIO | None = None
+        self.timer = StageTimer()
+        self._pass_start = 0.0
         super().__init__(description="lancet-mlir optimizer driver", args=args)
 
     # ---- registration ------------------------------------------------------------------------
@@ -87,46 +98,79 @@ class LancetOptMain(xDSLOptMain):
         extra = [p for dest, p in PIPELINE_ALIASES.items() if getattr(self.args, dest, False)]
         if extra:
             self.args.passes = ",".join(x for x in (*extra, self.args.passes) if x)
+        if self.args.input_file == STDOUT:  # `lancet-opt -` reads stdin, as mlir-opt does
+            self.args.input_file = None
+        if self.args.output_file is None:
+            self.args.output_file = STDOUT
+        opt_outputs.check_output_paths(self.args)
         opt_outputs.check_flags(self.args)
         super().setup_pipeline()
+        # our own callback: xDSL's prints --time-passes lines to stdout, ahead of the IR
+        self.pipeline = PassPipeline(self.pipeline.passes, self._between_passes)
+
+    def _between_passes(
+        self, previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
+    ) -> None:
+        """Time the pass that just ran, verify, and print the IR if asked (as xDSL does)."""
+        if previous is not None:
+            self.timer.add(previous.name, time.perf_counter() - self._pass_start)
+        if not self.args.disable_verify:
+            with self.timer.stage("verify"):
+                module.verify()
+        if previous is not None and following is not None and self.args.print_between_passes:
+            print(f"IR after {previous.name}:")
+            Printer(stream=sys.stdout).print_op(module)
+            print("\n\n\n")
+        self._pass_start = time.perf_counter()
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
     ) -> ModuleOp | None:
-        module = super().parse_chunk(chunk, file_extension, start_offset)
+        with self.timer.stage("parse"):
+            module = super().parse_chunk(chunk, file_extension, start_offset)
         if module is None:
             return None
         opt_outputs.set_module_attributes(module, self.args)
         if not self.args.verify_diagnostics:
-            check_dominance(module)
+            with self.timer.stage("verify"):
+                check_module(module)
+                check_dominance(module)
         return module
 
     def apply_passes(self, prog: ModuleOp) -> None:
         super().apply_passes(prog)
-        opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes)
+        with self.timer.stage("schedule outputs (--timeline, --report, --gantt)"):
+            opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes)
 
-    # ---- output: nothing is written to -o unless everything succeeded ------------------------
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        with self.timer.stage("print"):
+            return super().output_resulting_program(prog)
+
+    # ---- output: nothing is written unless everything succeeded --------------------------------
     def prepare_output(self) -> IO[str]:
-        if self.args.output_file is None:
-            return super().prepare_output()
-        self._pending_output = _KeepOpen()
+        self._pending_output = _KeepOpen()  # stdout too: all chunks, or nothing
         return self._pending_output
 
     def run(self) -> None:
-        with _stage_logging(getattr(self.args, "verbose", False)):
+        with _stage_logging(getattr(self.args, "verbose", False)), \
+                OutputSet([self.args.input_file] if self.args.input_file else []) as outputs:
             if getattr(self.args, "mpi", False):
                 from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
 
                 run_on_rank0_and_broadcast(self)
-                return
-            super().run()
-            self.commit_output()
+            else:
+                super().run()
+                self.commit_output()
+            with self.timer.stage("write"):
+                outputs.commit()
+        if self.args.time_passes:
+            self.timer.report(sys.stderr)
 
     def commit_output(self) -> None:
-        """Atomically write the buffered `-o` output (temp file + rename)."""
+        """Stage the buffered module text as the primary output (`-o`, default stdout)."""
         if self._pending_output is None:
             return
-        write_atomic(self.args.output_file, self._pending_output.getvalue())
+        write_atomic(self.args.output_file, self._pending_output.getvalue(), primary=True)
 
 
 @contextmanager
@@ -163,7 +207,10 @@ def main(args: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-opt`."""
 
     def body() -> int:
-        driver = LancetOptMain(args=args)
+        from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint
+
+        # under mpiexec every rank checks its command line before any rank communicates
+        driver = agree_on_setup(lambda: LancetOptMain(args=args), lambda d: args_fingerprint(d.args))
         try:
             driver.run()
         except (ParseError, OSError, UserError):

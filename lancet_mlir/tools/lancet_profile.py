@@ -11,6 +11,7 @@
     lancet-profile merge a.json b.json -o ab.json
     lancet-profile collective all_to_all 16MiB --ranks 16 --cluster p3dn
 
+`-` as an input reads stdin, `-o -` writes stdout; an output may not be one of the inputs.
 File formats: docs/formats.md. Errors end with one line on stderr and exit code 1.
 """
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 from lancet_mlir.tools.cli import (
     ArgumentParser,
     byte_size,
+    non_empty,
     non_negative_int,
     positive_float,
     positive_int,
@@ -70,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
     p.add_argument("input", metavar="FILE.profile")
     p.add_argument("-o", "--output", default=None, help="JSON to write (default: stdout)")
-    p.add_argument("--device", default=None,
+    p.add_argument("--device", default=None, type=non_empty,
                    help=f"device to record in the metadata, one of: {_devices()}")
 
     p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
@@ -95,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile entry order (default: key)")
     p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--device", default=None,
+    group.add_argument("--device", default=None, type=non_empty,
                        help=f"for an XLA perf table: the device whose rows to show, one of: {_devices()}")
     group.add_argument("--gpu", default=None,
                        help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
@@ -120,8 +122,9 @@ def _devices() -> str:
 
 def _gpu_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--device", default=None, help=f"device name, one of: {_devices()}")
-    group.add_argument("--gpu", default=None, help="XLA gpu column value (e.g. sm_90)")
+    group.add_argument("--device", default=None, type=non_empty,
+                       help=f"device name, one of: {_devices()}")
+    group.add_argument("--gpu", default=None, type=non_empty, help="XLA gpu column value (e.g. sm_90)")
 
 
 def _cost_options(p: argparse.ArgumentParser) -> None:
@@ -129,7 +132,7 @@ def _cost_options(p: argparse.ArgumentParser) -> None:
     from lancet_mlir.profile.clusters import cluster_names
     from lancet_mlir.profile.devices import device_names
 
-    p.add_argument("--device", default=None,
+    p.add_argument("--device", default=None, type=non_empty,
                    help=f"GPU: {', '.join(device_names())} (default: the cluster's, else h100)")
     p.add_argument("--cluster", default=None, help=f"cluster preset: {', '.join(cluster_names())}")
     p.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
@@ -160,6 +163,30 @@ def _emit(text: str, output: str | None) -> None:
     write_atomic(output, text)
 
 
+def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse and check the command line (on every rank under mpiexec, before any collective)."""
+    args = build_parser().parse_args(argv)
+    _check_paths(args)
+    if args.command == "measure":
+        from lancet_mlir.profile.measure import check_measure_args
+
+        check_measure_args(args)
+    return args
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Declare the inputs and check `-o` before any work: an output never replaces an input."""
+    from lancet_mlir.support.files import check_output_folder, declare_inputs
+
+    inputs = [getattr(args, name, None) for name in ("module", "input")]
+    inputs += [*getattr(args, "logs", []), *getattr(args, "inputs", [])]
+    inputs = [p for p in inputs if p]
+    declare_inputs(*inputs)
+    output = getattr(args, "output", None)
+    if output is not None and "{rank}" not in output:
+        check_output_folder(output, "-o", inputs)
+
+
 # ---- subcommands ---------------------------------------------------------------------------------
 def cmd_measure(args: argparse.Namespace) -> int:
     """Delegate to the measurement back-ends."""
@@ -173,17 +200,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from lancet_mlir.profile.mpi_sync import load_and_sync, raise_if_any_failed
+    from lancet_mlir.support.files import commit_outputs
+    from lancet_mlir.support.mpi_job import fault_point
 
     comm = MPI.COMM_WORLD
     db = load_and_sync(args.input, comm)
     rank = comm.Get_rank()
     error = None
-    if "{rank}" in args.output or rank == 0:
-        try:
-            db.save(args.output.replace("{rank}", str(rank)))
-        except UserError as exc:
-            error = str(exc)
+    try:
+        fault_point("write")
+        if "{rank}" in args.output or rank == 0:
+            db.save(args.output.replace("{rank}", str(rank)))  # staged until all agree
+    except UserError as exc:
+        error = str(exc)
     raise_if_any_failed(comm, error)
+    commit_outputs()
     return 0
 
 
@@ -394,7 +425,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-profile`."""
 
     def body() -> int:
-        args = build_parser().parse_args(argv)
+        from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint
+
+        args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
         return COMMANDS[args.command](args)
 
     run_cli(TOOL, body)

@@ -9,7 +9,8 @@ lancet-run --compare a.mlir b.mlir --ranks 4 # same inputs, outputs within toler
 
 Inputs are deterministic (`--seed`, see `lancet_mlir.runtime.values`) or read with
 `--inputs in.npz` (keys `rank<r>/<arg index>`). `--save out.npz` writes every rank's results
-under `rank<r>/<result index>`; otherwise a table of checksums is printed. Under MPI only rank
+under `rank<r>/<result index>` (`--save -`: to stdout; it may not be an input file);
+otherwise a table of checksums is printed. Under MPI only rank
 0 prints and writes; a failure on any rank ends every rank with exit code 1 and one line
 naming the failing rank.
 """
@@ -68,10 +69,27 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--save cannot be combined with --compare")
     if args.compare is not None and args.compare.count("-") > 1:
         raise UserError("--compare: stdin ('-') can hold only one of the two modules")
-    if args.save is not None:
-        from lancet_mlir.runtime.results import check_output_folder
+    from lancet_mlir.support.files import check_output_folder, declare_inputs
 
-        check_output_folder(args.save)
+    inputs = [*(args.compare or [args.module]), args.inputs]
+    declare_inputs(*inputs)
+    if args.save is not None:
+        check_output_folder(args.save, "--save", [p for p in inputs if p])
+
+
+def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line; under MPI also check what must hold before any collective."""
+    from lancet_mlir.support.mpi_job import in_mpi_job, launcher_world_size
+
+    args = build_parser().parse_args(argv)
+    size = launcher_world_size()
+    if in_mpi_job() and args.ranks is not None and args.ranks != size:
+        raise UserError(f"--ranks {args.ranks} does not match the MPI world size {size}")
+    if args.ranks is not None and not in_mpi_job():
+        from lancet_mlir.runtime.limits import check_simulated_ranks
+
+        check_simulated_ranks(args.ranks)
+    return args
 
 
 def _inputs(args: argparse.Namespace) -> Any:
@@ -95,16 +113,29 @@ def _run_local(args: argparse.Namespace) -> int:
         from lancet_mlir.runtime.compare import compare_modules
 
         a, b = (load_module(p) for p in args.compare)
+        for path, loaded in zip(args.compare, (a, b), strict=True):
+            _check_memory(loaded.module, args.func, ranks, path)
         result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
                                  atol=args.atol, func=args.func, inputs=_inputs(args))
         return _report_compare(result, args)
     loaded = load_module(args.module)
+    _check_memory(loaded.module, args.func, ranks, args.module)
     res = execute(loaded.module, ranks=ranks, seed=args.seed, func=args.func, inputs=_inputs(args))
     if args.save is not None:
         save_npz(args.save, res.flat())
     else:
         print_summary(res, args.seed)
     return 0
+
+
+def _check_memory(module: Any, func: str | None, ranks: int, path: str) -> None:
+    """Refuse before allocating when the run's values cannot fit in memory."""
+    from lancet_mlir.runtime.executor import select_function
+    from lancet_mlir.runtime.limits import check_run_memory
+
+    chosen = select_function(module, func)
+    what = f"running @{chosen.sym_name.data} of {path} on {ranks} rank(s)"
+    check_run_memory(chosen, ranks, what)
 
 
 def _report_compare(result: Any, args: argparse.Namespace) -> int:
@@ -137,20 +168,11 @@ def _run_mpi(args: argparse.Namespace) -> int:
     comm = world_comm()
     coll = MpiCollectives(comm, TOOL)
     try:
-        if args.ranks is not None and args.ranks != coll.world_size:
-            raise UserError(
-                f"--ranks {args.ranks} does not match the MPI world size {coll.world_size}"
-            )
         return _run_mpi_body(args, comm, coll)
-    except RankFailure as failure:
-        if coll.rank == 0:
-            raise UserError(str(failure)) from None
-        raise SystemExit(1) from None
-    except UserError:
-        # raised on every rank alike (same arguments, same module): rank 0 prints it once
+    except RankFailure as failure:  # every rank knows: rank 0 prints it once
         if coll.rank == 0:
             raise
-        raise SystemExit(1) from None
+        raise SystemExit(1) from failure
 
 
 def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
@@ -205,11 +227,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-run`."""
 
     def body() -> int:
-        from lancet_mlir.runtime.mpi import launcher_world_size
+        from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint, in_mpi_job
 
-        args = build_parser().parse_args(argv)
-        size = launcher_world_size()
-        if size is not None and size > 1:
+        args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
+        if in_mpi_job():
             return _run_mpi(args)
         _check_args(args)
         return _run_local(args)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -36,12 +35,12 @@ from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.profile.clusters import cluster_names
 from lancet_mlir.profile.devices import device_names
-from lancet_mlir.tools.cli import positive_int
+from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
-    from lancet_mlir.passes.simulate import BlockResult
     from lancet_mlir.profile.cost_model import CostConfig
+    from lancet_mlir.sim.blocks import BlockResult
     from lancet_mlir.sim.options import SimOptions
 
 
@@ -53,7 +52,7 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
                        help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
                        "collective perf table (docs/formats.md); repeatable; sets lancet.comm_table")
-    group.add_argument("--device", default=None, metavar="NAME",
+    group.add_argument("--device", default=None, metavar="NAME", type=non_empty,
                        help=f"GPU of every rank, one of: {', '.join(device_names())} (default: "
                        "the cluster's, else h100); sets lancet.device")
     group.add_argument("--cluster", default=None, metavar="NAME",
@@ -84,10 +83,39 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
                        help="under mpiexec: optimize on rank 0 and broadcast the result")
 
 
+OUTPUT_FLAGS = ("output_file", "timeline", "report", "gantt")
+"""The destinations of lancet-opt's outputs (`args` attributes); `output_file` is `-o`."""
+
+
+def check_output_paths(args: argparse.Namespace) -> None:
+    """Before any work: every output can be written, none is the input, at most one is `-`.
+
+    `args.output_file` is `-` (stdout) when `-o` was not given."""
+    from lancet_mlir.support.files import STDOUT, check_output_folder
+
+    inputs = [args.input_file] if getattr(args, "input_file", None) else []
+    given = [(flag, getattr(args, flag, None)) for flag in OUTPUT_FLAGS]
+    given = [(flag, path) for flag, path in given if path]
+    for flag, path in given:
+        check_output_folder(path, _flag_name(flag), inputs)
+    on_stdout = [_flag_name(flag) for flag, path in given if path == STDOUT]
+    if len(on_stdout) > 1:
+        what = "the IR (-o, default stdout)" if on_stdout[0] == "-o" else on_stdout[0]
+        raise UserError(
+            f"{on_stdout[1]} -: standard output already carries {what}; only one output can "
+            "go there (e.g. add -o FILE or -o /dev/null)"
+        )
+
+
+def _flag_name(dest: str) -> str:
+    return "-o" if dest == "output_file" else "--" + dest
+
+
 def check_flags(args: argparse.Namespace) -> None:
     """Validate the cost flags' names and numbers (one UserError naming the flag)."""
     from lancet_mlir.profile.clusters import get_cluster
     from lancet_mlir.profile.devices import get_device
+    from lancet_mlir.sim.options import MAX_COMM_STREAMS
 
     for flag, lookup in (("device", get_device), ("cluster", get_cluster)):
         value = getattr(args, flag, None)
@@ -97,6 +125,10 @@ def check_flags(args: argparse.Namespace) -> None:
             lookup(value)
         except UserError as exc:
             raise UserError(f"--{flag}: {exc}") from None
+    streams = getattr(args, "comm_streams", None)
+    if streams is not None and streams > MAX_COMM_STREAMS:
+        raise UserError(f"--comm-streams: must be <= {MAX_COMM_STREAMS}, got {streams} (real "
+                        "jobs use a handful; Lancet uses 1)")  # fmt: skip
     gbps = getattr(args, "network_gbps", None)
     if gbps is not None and not (math.isfinite(gbps) and gbps > 0):
         raise UserError(f"--network-gbps: must be a finite number > 0, got {gbps}")
@@ -106,24 +138,25 @@ def check_flags(args: argparse.Namespace) -> None:
 def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
     """The module attributes the given flags set (flags not given set nothing)."""
     out: dict[str, Attribute] = {}
-    get = lambda name: getattr(args, name, None)  # noqa: E731 - short local accessor
-    if get("world_size") is not None:
-        out[attrs.WORLD_SIZE] = IntegerAttr(get("world_size"), i64)
     for flag, name in (("device", attrs.DEVICE), ("cluster", attrs.CLUSTER)):
-        if get(flag) is not None:
-            out[name] = StringAttr(get(flag))
+        text = getattr(args, flag, None)
+        if text is not None:
+            out[name] = StringAttr(str(text))
     for flag, name in (("profile", attrs.PROFILE), ("comm_table", attrs.COMM_TABLE)):
-        files = get(flag) or []
+        files = [str(f) for f in getattr(args, flag, None) or []]
         if files:
             out[name] = StringAttr(files[0]) if len(files) == 1 else ArrayAttr(
                 [StringAttr(f) for f in files])
-    for flag, name in (("gpus_per_node", attrs.GPUS_PER_NODE), ("comm_streams", attrs.COMM_STREAMS)):
-        if get(flag) is not None:
-            out[name] = IntegerAttr(get(flag), i64)
+    for flag, name in (("world_size", attrs.WORLD_SIZE), ("gpus_per_node", attrs.GPUS_PER_NODE),
+                       ("comm_streams", attrs.COMM_STREAMS)):
+        count = getattr(args, flag, None)
+        if count is not None:
+            out[name] = IntegerAttr(int(count), i64)
     for flag, name in (("network_gbps", attrs.NETWORK_GBPS),
                        ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN)):
-        if get(flag) is not None:
-            out[name] = FloatAttr(float(get(flag)), Float64Type())
+        number = getattr(args, flag, None)
+        if number is not None:
+            out[name] = FloatAttr(float(number), Float64Type())
     return out
 
 
@@ -200,11 +233,8 @@ def _write_outputs(
     costing: CostOptions,
 ) -> None:
     """Simulate the final module and write the requested files."""
-    from lancet_mlir.passes.simulate import simulate_module
+    from lancet_mlir.sim.blocks import simulate_module
 
-    for flag, path in paths.items():
-        if path:
-            _check_output_path(flag, path)
     cost_model = costing.cost_model(module)
     sim = costing.sim_options(module)
     results = simulate_module(module, cost_model, sim)
@@ -220,12 +250,6 @@ def _write_outputs(
         _write_gantt(paths["gantt"], results, args)
 
 
-def _check_output_path(flag: str, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"--{flag} {path}: folder does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"--{flag} {path}: is a folder")
 
 
 def _checked_slowdown(value: float | None) -> float | None:

@@ -29,7 +29,7 @@ func.func @layer(%x: tensor<64x128xf32>, %w: tensor<256x128xf32>, %g: tensor<128
 // CHECK-NEXT:    %loss = comp.cross_entropy %y, %ids : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 // CHECK-NEXT:    func.return %loss : tensor<f32>
 
-// GENERIC: %y = "comp.matmul"(%x, %w) {transpose_b = true, lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
+// GENERIC: %y = "comp.matmul"(%x, %w) <{transpose_b = true}> {lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
 // GENERIC: %loss = "comp.cross_entropy"(%y, %ids) : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 
 func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tensor<4x4x16xf32>, %p: tensor<16x4xf32>) {
@@ -40,6 +40,8 @@ func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tenso
   %db = comp.reduce_sum %out {axes = array<i64: 0>} : (tensor<8x16xf32>) -> tensor<16xf32>
   %z = comp.zeros {shape = array<i64: 16, 4>} : () -> tensor<16x4xf32>
   %np, %nm, %nv = comp.adam_update %p, %p, %z, %z {lr = 1.0e-04, step = 2 : i64} : (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>)
+  // parameters are properties: the custom form also reads MLIR's `<{...}>` spelling
+  %sc = comp.scale %np <{alpha = 5.0e-01 : f64}> {lancet.role = "update"} : (tensor<16x4xf32>) -> tensor<16x4xf32>
   func.return
 }
 
@@ -51,6 +53,8 @@ func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tenso
 // CHECK-NEXT:    %db = comp.reduce_sum %out {axes = array<i64: 0>} : (tensor<8x16xf32>) -> tensor<16xf32>
 // CHECK-NEXT:    %z = comp.zeros {shape = array<i64: 16, 4>} : () -> tensor<16x4xf32>
 // CHECK-NEXT:    %np, %nm, %nv = comp.adam_update %p, %p, %z, %z {lr = 1.000000e-04 : f64, step = 2 : i64} : (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>)
+// CHECK-NEXT:    %sc = comp.scale %np {alpha = 5.000000e-01 : f64, lancet.role = "update"} : (tensor<16x4xf32>) -> tensor<16x4xf32>
 // CHECK-NEXT:    func.return
 
-// GENERIC: %z = "comp.zeros"() {shape = array<i64: 16, 4>} : () -> tensor<16x4xf32>
+// GENERIC: %z = "comp.zeros"() <{shape = array<i64: 16, 4>}> : () -> tensor<16x4xf32>
+// GENERIC: %sc = "comp.scale"(%np) <{alpha = 5.000000e-01 : f64}> {lancet.role = "update"} : (tensor<16x4xf32>) -> tensor<16x4xf32>

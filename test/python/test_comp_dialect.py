@@ -115,11 +115,35 @@ def test_custom_syntax_round_trip() -> None:
 def test_generic_syntax_round_trip() -> None:
     module = parse(STEP)
     gen = generic(module)
-    assert '"comp.moe_gate"(%logits) {gate = "top2", capacity = 3 : i64}' in gen
+    # the generic form shows the parameters as inherent properties
+    assert '"comp.moe_gate"(%logits) <{gate = "top2", capacity = 3 : i64}>' in gen
     reparsed = parse(gen)
     reparsed.verify()
     assert reparsed.is_structurally_equivalent(module)
     assert str(reparsed) == str(module)
+
+
+def test_parameters_are_properties_not_attributes() -> None:
+    """Parameters are inherent: the parsers file them as properties (the generic form's
+    discardable dictionary too, as MLIR does), and an op built with a parameter among its
+    discardable attributes is rejected with the spelling to use."""
+    x = '%x = "test.op"() : () -> tensor<4x8xf32>\n'
+    for text in (
+        x + '%y = "comp.scale"(%x) {alpha = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>',
+        x + '%y = comp.scale %x <{alpha = 2.0 : f64}> : (tensor<4x8xf32>) -> tensor<4x8xf32>',
+        x + "%y = comp.scale %x {alpha = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>",
+    ):
+        module = parse(text)
+        module.verify()
+        op = list(module.ops)[1]
+        assert set(op.properties) == {"alpha"}
+        assert not op.attributes
+        assert "comp.scale %x {alpha = 2.000000e+00 : f64}" in str(module)
+    (arg,) = values(t((4, 8)))
+    wrong = op_class("scale")([arg], [t((4, 8))], {"alpha": FloatAttr(2.0, 64)})
+    with pytest.raises(VerifyException, match=r"comp.scale: parameter 'alpha' must be a property: "
+                       r"write <\{alpha = 2.000000e\+00 : f64\}>"):  # fmt: skip
+        wrong.verify()
 
 
 def _verify_error(body: str) -> str:
@@ -164,11 +188,11 @@ def test_verifier_messages() -> None:
     assert "comp.gelu: unsupported element type i8" in _verify_error(
         '%x = "test.op"() : () -> tensor<4xi8>\n%y = comp.gelu %x : (tensor<4xi8>) -> tensor<4xi8>'
     )
-    # a non-tensor operand is rejected by the operand constraint (custom form: when parsing)
+    # a non-tensor operand is rejected by the operand constraint, in both syntaxes
     non_tensor = '%x = "test.op"() : () -> f32\n%y = "comp.gelu"(%x) : (f32) -> f32'
     assert "f32 should be of base attribute tensor" in _verify_error(non_tensor)
-    with pytest.raises(VerifyException, match="f32 should be of base attribute tensor"):
-        parse('%x = "test.op"() : () -> f32\n%y = comp.gelu %x : (f32) -> f32')
+    custom = '%x = "test.op"() : () -> f32\n%y = comp.gelu %x : (f32) -> f32'
+    assert "f32 should be of base attribute tensor" in _verify_error(custom)
 
 
 def test_annotations_are_ignored_by_the_kernel() -> None:
@@ -189,9 +213,12 @@ def test_build_op_infers_results_and_writes_params() -> None:
     )
     assert isinstance(op, op_class("matmul"))
     assert [r.type for r in op.results] == [t((64, 256))]
-    # defaults are omitted; annotations are converted from Python values
-    assert set(op.attributes) == {"transpose_b", "lancet.role"}
-    assert op.attributes["transpose_b"] == IntegerAttr.from_bool(True)
+    # parameters are properties (defaults omitted); annotations are attributes converted
+    # from Python values
+    assert set(op.properties) == {"transpose_b"}
+    assert set(op.attributes) == {"lancet.role"}
+    assert op.properties["transpose_b"] == IntegerAttr.from_bool(True)
+    assert op.transpose_b == IntegerAttr.from_bool(True)  # the generated accessor
     assert op.attributes["lancet.role"] == StringAttr("fwd")
     op.verify()
     assert kernel_params(op) == {"transpose_a": False, "transpose_b": True}
@@ -199,13 +226,13 @@ def test_build_op_infers_results_and_writes_params() -> None:
     assert kernel_of(x) is None
 
     adam = build_op("adam_update", [w.res[0]] * 4, {"lr": 1e-4, "step": 3})
-    assert adam.attributes["lr"] == FloatAttr(1e-4, 64)
-    assert adam.attributes["step"] == IntegerAttr(3, i64)
+    assert adam.properties["lr"] == FloatAttr(1e-4, 64)
+    assert adam.properties["step"] == IntegerAttr(3, i64)
     assert len(adam.results) == 3
     assert kernel_params(adam)["beta2"] == 0.999
 
     zeros = build_op("zeros", [], {"shape": (4, 8), "dtype": "bf16"})
-    assert zeros.attributes["shape"] == DenseArrayBase.from_list(i64, [4, 8])
+    assert zeros.properties["shape"] == DenseArrayBase.from_list(i64, [4, 8])
     assert zeros.results[0].type == TensorType(bf16, [4, 8])
     cat = build_op("concat", [x, x, x], {"axis": 1})
     assert cat.results[0].type == t((64, 384))
@@ -263,3 +290,16 @@ def test_dce_keeps_unused_comp_ops() -> None:
     )
     DeadCodeElimination().apply(make_ctx(), module)
     assert "comp.gelu" in str(module)
+
+
+def test_generated_op_classes_are_up_to_date() -> None:
+    """comp_ops.py is what `python -m lancet_mlir.dialects.comp_gen` writes today, and its
+    classes are importable by name from the dialect module (comp.MatmulOp)."""
+    from lancet_mlir.dialects import comp, comp_gen, comp_ops
+
+    assert comp_gen.OPS_FILE.read_text(encoding="utf-8") == comp_gen.render()
+    assert comp_gen.main(["--check"]) == 0
+    assert comp.MatmulOp is comp_ops.MatmulOp is op_class("matmul")
+    assert comp.MatmulOp.name == "comp.matmul"
+    assert [cls.KERNEL.name for cls in comp_ops.OP_CLASSES] == list(KERNELS)
+    assert "class MoeGateOp(CompOp):" in comp_gen.OPS_FILE.read_text(encoding="utf-8")

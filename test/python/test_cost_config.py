@@ -230,8 +230,8 @@ def test_bad_world_size_is_one_line_naming_the_attribute(tmp_path: Path) -> None
     run = run_tool(["lancet-opt", str(path), "-p", "lancet-schedule"])
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
-        f'lancet-opt: error: {path}: lancet-schedule: lancet.world_size: expected an integer >= 1, '
-        'got "four"'
+        # found right after parsing (dialects/checks.py), before any pass runs
+        f'lancet-opt: error: {path}: lancet.world_size: expected an integer >= 1, got "four"'
     ]
 
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule, fill_allreduce_gaps, label_dw
 from lancet_mlir.optimize.problem import Problem
-from lancet_mlir.passes.simulate import simulate_module
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim import evaluate_fixed_order
+from lancet_mlir.sim.blocks import simulate_module
 
 T = "tensor<64xf32>"
 

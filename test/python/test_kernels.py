@@ -1,5 +1,6 @@
-"""Kernel registry: numerics (hand-computed and finite differences), shape rules, costs,
-partition rules (checked by executing the split computation)."""
+"""Kernel registry and reference implementations: numerics (hand-computed and finite
+differences), shape rules, costs, partition rules (checked by executing the split
+computation), one implementation per kernel written against an array namespace."""
 
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ from lancet_mlir.dialects.kernels import (
     default_bytes,
     dtype_bytes,
     get_kernel,
-    numpy_dtype,
     register,
 )
+from lancet_mlir.runtime.kernels import IMPLEMENTATIONS, kernel_runner, numpy_dtype, run_kernel
 
 RNG_SEED = 1234
 
 
 def run(name: str, *arrays: Any, **params: Any) -> list[np.ndarray]:
-    """Run a kernel's numpy reference on `arrays`."""
-    return get_kernel(name).numpy([np.asarray(a) for a in arrays], params)
+    """Run a kernel's reference implementation (numpy) on `arrays`."""
+    return run_kernel(name, [np.asarray(a) for a in arrays], params)
 
 
 def one(name: str, *arrays: Any, **params: Any) -> np.ndarray:
@@ -136,15 +137,15 @@ def test_custom_kernel_definition() -> None:
         params={"k": 2.0},
         infer=lambda ins, p: [ins[0]],
         flops=lambda ins, outs, p: float(ins[0].numel),
-        numpy=lambda xs, p: [xs[0] * p["k"]],
     )
     s = TensorSig((3,), "f32")
     assert k.cost([s], [s]) == (3.0, 24.0)  # default bytes: input + output
     assert k.allowed_partitions([s], [s]) == [((None,), (None,))]
-    np.testing.assert_array_equal(k.numpy([np.ones(3)], {}), [np.full(3, 2.0)])
+    # a spec without a registered implementation cannot run
+    with pytest.raises(KernelError, match="kernel 'double' has no reference implementation"):
+        run_kernel(k, [np.ones(3)])
     with pytest.raises(KernelError, match="lower-case identifier"):
-        Kernel(name="Bad-Name", num_inputs=1, params={}, infer=k.infer, flops=k.flops,
-               numpy=k.numpy)  # fmt: skip
+        Kernel(name="Bad-Name", num_inputs=1, params={}, infer=k.infer, flops=k.flops)
     assert default_bytes([s], [s, s], {}) == 36.0
 
 
@@ -609,10 +610,10 @@ def test_every_kernel_has_a_sample() -> None:
 def test_numpy_agrees_with_infer(name: str) -> None:
     arrays, params = SAMPLES[name]
     kernel = get_kernel(name)
-    outs = kernel.numpy(arrays, params)
+    outs = run_kernel(kernel, arrays, params)
     expected = kernel.infer([sig(a) for a in arrays], params)
     assert [sig(o) for o in outs] == expected
-    again = kernel.numpy([a.copy() for a in arrays], params)  # deterministic
+    again = run_kernel(kernel, [a.copy() for a in arrays], params)  # deterministic
     assert all(a.tobytes() == b.tobytes() for a, b in zip(outs, again, strict=True))
     flops, nbytes = kernel.cost([sig(a) for a in arrays], expected, params)
     assert flops >= 0
@@ -662,7 +663,7 @@ def _check_partitions(name: str, arrays: list[np.ndarray], params: dict[str, Any
     """Run every allowed split with 2 parts and reassemble: concat, sum (PARTIAL) or whole."""
     kernel = get_kernel(name)
     ins = [sig(a) for a in arrays]
-    whole = kernel.numpy(arrays, params)
+    whole = run_kernel(kernel, arrays, params)
     outs = [sig(o) for o in whole]
     combos = kernel.allowed_partitions(ins, outs, params)
     assert combos[0] == ((None,) * len(ins), (None,) * len(outs))
@@ -673,7 +674,7 @@ def _check_partitions(name: str, arrays: list[np.ndarray], params: dict[str, Any
             if "shape" in p:  # shape-carrying kernels take the part's output shape
                 p["shape"] = _part(whole[0], out_axes[0], k, 2).shape
             parts.append(
-                kernel.numpy([_part(a, ax, k, 2) for a, ax in zip(arrays, in_axes, strict=True)], p)
+                run_kernel(kernel, [_part(a, ax, k, 2) for a, ax in zip(arrays, in_axes, strict=True)], p)
             )
         for i, axis in enumerate(out_axes):
             if axis == PARTIAL:
@@ -714,3 +715,59 @@ def test_partition_rule_examples() -> None:
     assert get_kernel("moe_gate").allowed_partitions(
         [TensorSig((8, 4), "f32")], [s, s], {"capacity": 1}
     ) == [((None,), (None, None))]
+
+
+# ---- reference implementations: one per kernel, written against an array namespace ------------
+
+
+def test_every_kernel_has_exactly_one_implementation() -> None:
+    from lancet_mlir.runtime.kernels.base import implements
+
+    assert set(IMPLEMENTATIONS) == set(KERNELS)
+    with pytest.raises(KernelError, match="kernel 'add' already has an implementation"):
+        implements("add")(IMPLEMENTATIONS["add"])
+
+
+class SpyNamespace:
+    """An array namespace that forwards to numpy and records which names a kernel used."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.used.add(name)
+        return getattr(np, name)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_implementations_use_the_given_namespace(name: str) -> None:
+    """Running with another namespace gives bit-identical results and goes through it: the
+    CUDA back-end passes CuPy the same way."""
+    arrays, params = SAMPLES[name]
+    spy = SpyNamespace()
+    got = run_kernel(name, arrays, params, xp=spy)
+    want = run_kernel(name, arrays, params)
+    assert spy.used
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+
+
+def test_implementation_modules_never_import_numpy() -> None:
+    """Only `base` (dtype objects) imports numpy; the kernels use their `xp` argument."""
+    from pathlib import Path
+
+    import lancet_mlir.runtime.kernels as package
+
+    folder = Path(package.__file__).parent
+    importing = sorted(
+        p.name for p in folder.glob("*.py") if "import numpy" in p.read_text(encoding="utf-8")
+    )
+    assert importing == ["__init__.py", "base.py"]
+
+
+def test_kernel_runner_validates_once() -> None:
+    with pytest.raises(KernelError, match="unknown parameter 'bogus'"):
+        kernel_runner("scale", {"bogus": 1})
+    run2 = kernel_runner("scale", {"alpha": 2.0})
+    np.testing.assert_array_equal(run2([np.ones(2, dtype=np.float32)])[0], [2.0, 2.0])
+    with pytest.raises(KernelError, match="expected 1 inputs, got 2"):
+        run2([np.ones(2), np.ones(2)])

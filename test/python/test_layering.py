@@ -7,8 +7,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lancet_mlir"
 LAYERS = [
-    "support", "dialects", "graph", "profile", "sim", "optimize", "partition", "importers", "passes", "models",
-    "runtime", "tools",
+    "support", "dialects", "graph", "runtime", "profile", "sim", "optimize", "partition",
+    "importers", "passes", "models", "tools",
 ]  # fmt: skip
 IMPORT = re.compile(r"^\s*(?:from|import) lancet_mlir\.(\w+)")
 

@@ -144,7 +144,7 @@ def test_expert_weights_are_not_allreduced(small) -> None:
         if param.endswith(("we1", "we2")):
             # scaled by 1/G = 0.5 (global mean loss), never all-reduced
             assert kernel_of(grad_owner).name == "scale"
-            assert grad_owner.attributes["alpha"].value.data == 0.5
+            assert grad_owner.properties["alpha"].value.data == 0.5
         else:
             assert isinstance(grad_owner, AllReduceOp), param
             assert grad_owner.reduction.data.value == "avg"
@@ -209,8 +209,8 @@ def test_sgd_and_top2() -> None:
     assert kernel_count(ops, "adam_update") == 0
     # top2 doubles the capacity: ceil(2 * 8 / 4) = 4
     gate = next(op for op in ops if kernel_of(op) is not None and kernel_of(op).name == "moe_gate")
-    assert gate.attributes["capacity"].value.data == 4
-    assert gate.attributes["gate"].data == "top2"
+    assert gate.properties["capacity"].value.data == 4
+    assert gate.properties["gate"].data == "top2"
     assert len(func_of(module).function_type.inputs.data) == 2 + 27
 
 

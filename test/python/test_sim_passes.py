@@ -14,9 +14,9 @@ from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
-from lancet_mlir.passes.lancet_schedule import profiled_fifo_schedule
-from lancet_mlir.passes.simulate import simulate_module
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
+from lancet_mlir.sim.blocks import simulate_module
+from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule
 from lancet_mlir.sim.timeline import TaskGraph
 
 T = "tensor<64xf32>"

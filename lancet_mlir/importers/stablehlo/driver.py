@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import COLLECTIVES, GLUE_ATTR, replica_groups
@@ -26,9 +27,9 @@ from lancet_mlir.importers.stablehlo.patterns import ConvertAsyncCollective, Con
 from lancet_mlir.profile.hlo_costs import HloCostModel, hlo_kind
 from lancet_mlir.support.errors import UserError
 
-FLOPS_ATTR = "lancet.flops"
+FLOPS_ATTR = attrs.FLOPS
 """FLOPs of an imported compute op (f64), read by the roofline model."""
-BYTES_ATTR = "lancet.bytes"
+BYTES_ATTR = attrs.BYTES
 """Bytes an imported compute op reads and writes (f64), read by the roofline model."""
 
 
@@ -110,7 +111,7 @@ def _annotate(block: Block, costs: HloCostModel) -> int:
     for op in block.ops:
         if isinstance(op, CollectiveOp) or (op is last and _is_terminator(op)):
             continue
-        cost = costs.node(op) if "lancet.time_us" not in op.attributes else None
+        cost = costs.node(op) if attrs.TIME_US not in op.attributes else None
         if cost is not None:
             op.attributes[FLOPS_ATTR] = FloatAttr(cost[0], f64)
             op.attributes[BYTES_ATTR] = FloatAttr(cost[1], f64)

@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import (
     AllGatherOp,
     AllReduceOp,
@@ -38,9 +39,9 @@ from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.profile.hlo_costs import hlo_attr, hlo_int, hlo_kind, leaf_types
 from lancet_mlir.support.errors import UserError
 
-ORIGIN_ATTR = "lancet.hlo_op"
+ORIGIN_ATTR = attrs.HLO_OP
 """Name of the HLO op a comm op was imported from (string)."""
-GLUE_ATTR = "lancet.import_glue"
+GLUE_ATTR = attrs.IMPORT_GLUE
 """Unit attribute on the concat/split glue of an MHLO array all-to-all."""
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -192,7 +193,7 @@ def _lower_array_all_to_all(
         raise UserError(f"{where}: {len(operands)} operands for a group of {size} ranks")
     if len({str(v.type) for v in operands}) != 1:
         raise UserError(f"{where}: array all-to-all operands must have one type")
-    glue = {"lancet.time_us": 0.0, GLUE_ATTR: UnitAttr()}
+    glue = {attrs.TIME_US: 0.0, GLUE_ATTR: UnitAttr()}
     try:
         concat = build_op("concat", operands, {"axis": 0}, attrs=glue)
         joined = concat.results[0]

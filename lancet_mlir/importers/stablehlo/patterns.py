@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import SymbolRefAttr, UnitAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
+from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
     COLLECTIVES,
@@ -31,7 +32,7 @@ from lancet_mlir.importers.stablehlo.lowering import (
 from lancet_mlir.profile.hlo_costs import hlo_attr, hlo_kind, leaf_types
 from lancet_mlir.support.errors import UserError
 
-ASYNC_ATTR = "lancet.hlo_async"
+ASYNC_ATTR = attrs.HLO_ASYNC
 """Unit attribute on a comm op imported from an async start/done pair."""
 
 
@@ -76,7 +77,7 @@ def _async_body(start: Operation, funcs: dict[str, Operation]) -> _AsyncBody | N
         elif isinstance(v.owner, Operation) and v.owner.parent_block() is block:
             return None  # computed inside the wrapper: not a plain collective
         operands.extend(leaves(v, where))
-    flat_results = list(collective.results)
+    flat_results: list[SSAValue] = list(collective.results)
     order: list[int] = []
     for v in ops[-1].operands:
         for leaf in _inner_leaves(v, block):

@@ -1,0 +1,280 @@
+"""The base of the `comp` dialect: tensor types <-> signatures, parameters <-> properties,
+and `CompOp`, the base class of every generated `comp.<kernel>` op class (`comp_ops.py`).
+
+Kernel parameters are inherent properties, one optional IRDL property per parameter. The
+generic form shows them as a property dictionary; the custom syntax prints them in one
+dictionary with the annotations, parameters first (and also reads `<{...}>`):
+
+```mlir
+%y = "comp.matmul"(%a, %b) <{transpose_b = true}> {lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
+%y = comp.matmul %a, %b {transpose_b = true, lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
+```
+
+Parameter encoding: int -> `IntegerAttr` i64 (`3 : i64`), float -> `FloatAttr` f64
+(`1.000000e-05 : f64`), bool -> `IntegerAttr` i1 (`true` / `false`), tuple of ints ->
+`array<i64: ...>`, string -> `StringAttr`. Parameters left out take their registry default.
+Discardable attributes are annotations and must carry a dialect prefix (`lancet.role`,
+`lancet.time_us`, ...): the kernel ignores them.
+
+The verifier runs the kernel's shape rule on the operand types and checks the result types,
+parameter names and kinds. Ops are deliberately not `Pure`: `dce` must not delete compute
+from a training graph whose results are consumed by later passes or the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar, Self
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation, var_operand_def, var_result_def
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from lancet_mlir.dialects.kernels import DType, Kernel, KernelError, ParamSpec, TensorSig
+
+# ---------------------------------------------------------------------------------------
+# Types <-> signatures
+# ---------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES: dict[type[Attribute], DType] = {
+    Float16Type: "f16",
+    BFloat16Type: "bf16",
+    Float32Type: "f32",
+    Float64Type: "f64",
+}
+_ELEMENT_TYPES: dict[DType, Attribute] = {
+    "f16": f16,
+    "bf16": bf16,
+    "f32": f32,
+    "f64": f64,
+    "i32": i32,
+    "i64": i64,
+    "i1": i1,
+}
+
+
+def dtype_of_element(element: Attribute) -> DType:
+    """The registry dtype of an MLIR element type; KernelError if it has none."""
+    dtype = _FLOAT_DTYPES.get(type(element))
+    if dtype is not None:
+        return dtype
+    if (
+        isinstance(element, IntegerType)
+        and element.signedness.data == Signedness.SIGNLESS
+        and element.width.data in (1, 32, 64)
+    ):
+        return f"i{element.width.data}"
+    raise KernelError(f"unsupported element type {element}")
+
+
+def element_type(dtype: DType) -> Attribute:
+    """The MLIR element type of a registry dtype."""
+    try:
+        return _ELEMENT_TYPES[dtype]
+    except KeyError:
+        raise KernelError(f"unknown dtype '{dtype}'") from None
+
+
+@lru_cache(maxsize=8192)  # types are hashable and recur a lot in big graphs
+def tensor_sig(t: Attribute) -> TensorSig:
+    """The TensorSig of a static `TensorType`; KernelError for anything else."""
+    if not isinstance(t, TensorType):
+        raise KernelError(f"expected a tensor type, got {t}")
+    shape = t.get_shape()
+    if any(d < 0 for d in shape):
+        raise KernelError(f"dynamic dimensions are not supported: {t}")
+    return TensorSig(tuple(shape), dtype_of_element(t.get_element_type()))
+
+
+def tensor_type(sig: TensorSig) -> TensorType:
+    """The `TensorType` of a TensorSig."""
+    return TensorType(element_type(sig.dtype), sig.shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Parameters <-> attributes
+# ---------------------------------------------------------------------------------------
+
+_KIND_SYNTAX = {
+    int: "an int (e.g. 3 : i64)",
+    float: "a float (e.g. 1.000000e-05 : f64)",
+    bool: "a bool (true or false)",
+    tuple: "an integer array (e.g. array<i64: 1, 2>)",
+    str: 'a string (e.g. "top2")',
+}
+
+
+def _is_bool_type(t: Attribute) -> bool:
+    return isinstance(t, IntegerType) and t.width.data == 1
+
+
+def _attr_to_value(spec: ParamSpec, attr: Attribute) -> Any:
+    """The Python value of a parameter attribute, or None when its kind is wrong."""
+    if spec.kind is bool:
+        if isinstance(attr, IntegerAttr) and _is_bool_type(attr.type):
+            return bool(attr.value.data)
+    elif spec.kind is int:
+        if isinstance(attr, IntegerAttr) and not _is_bool_type(attr.type):
+            return int(attr.value.data)
+    elif spec.kind is float:
+        if isinstance(attr, FloatAttr):
+            return float(attr.value.data)
+    elif spec.kind is tuple:
+        if isinstance(attr, DenseArrayBase) and isinstance(attr.elt_type, IntegerType):
+            return tuple(int(v) for v in attr.get_values())
+    elif isinstance(attr, StringAttr):
+        return attr.data
+    return None
+
+
+def param_attr(spec: ParamSpec, value: Any) -> Attribute:
+    """The attribute that encodes parameter `value` of kind `spec.kind`."""
+    if spec.kind is bool:
+        return IntegerAttr(int(bool(value)), i1)
+    if spec.kind is int:
+        return IntegerAttr(int(value), i64)
+    if spec.kind is float:
+        return FloatAttr(float(value), f64)
+    if spec.kind is tuple:
+        return DenseArrayBase.from_list(i64, [int(v) for v in value])
+    return StringAttr(str(value))
+
+
+def is_annotation(attr_name: str) -> bool:
+    """True for attribute names the kernel ignores (dialect-prefixed, e.g. `lancet.role`)."""
+    return "." in attr_name
+
+
+def given_params(kernel: Kernel, properties: Mapping[str, Attribute]) -> dict[str, Any]:
+    """The parameters written on an op (its properties), as Python values (no defaults)."""
+    given: dict[str, Any] = {}
+    for name, attr in properties.items():
+        spec = kernel.params.get(name)
+        if spec is None:
+            allowed = ", ".join(kernel.params) or "none"
+            raise KernelError(f"unknown parameter '{name}' (allowed: {allowed})")
+        value = _attr_to_value(spec, attr)
+        if value is None:
+            raise KernelError(f"parameter '{name}' expects {_KIND_SYNTAX[spec.kind]}, got {attr}")
+        given[name] = value
+    return given
+
+
+def check_annotations(kernel: Kernel, attributes: Mapping[str, Attribute]) -> None:
+    """KernelError for a discardable attribute that is not a `dialect.`-prefixed annotation:
+    kernel parameters are inherent properties (`<{transpose_b = true}>`)."""
+    for name, attr in attributes.items():
+        if is_annotation(name):
+            continue
+        if name in kernel.params:
+            raise KernelError(
+                f"parameter '{name}' must be a property: write <{{{name} = {attr}}}>, not {{...}}"
+            )
+        allowed = ", ".join(kernel.params) or "none"
+        raise KernelError(f"unknown parameter '{name}' (allowed: {allowed})")
+
+
+# ---------------------------------------------------------------------------------------
+# Operations
+# ---------------------------------------------------------------------------------------
+
+
+class CompOp(IRDLOperation):
+    """Base class of every `comp.<kernel>` operation (generated into `comp_ops.py`)."""
+
+    KERNEL: ClassVar[Kernel]
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+
+    # Custom syntax `$inputs {params..., annotations...} : functional-type`: written by hand
+    # (no `assembly_format`) because xDSL 0.74 has no `prop-dict` directive and its
+    # `ParsePropInAttrDict` prints annotations before parameters.
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue | Operation],
+        result_types: Sequence[Attribute],
+        attributes: Mapping[str, Attribute] | None = None,
+        properties: Mapping[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[list(result_types)],
+            attributes=dict(attributes or {}),
+            properties=dict(properties or {}),
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        """`%a, %b {transpose_b = true, lancet.role = "fwd"} : (...) -> ...`; a property
+        dictionary `<{...}>` is accepted too. Dictionary entries naming a parameter of the
+        kernel are properties, the others attributes."""
+        pos = parser.pos
+        operands = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+        )
+        properties = parser.parse_optional_properties_dict()
+        attributes = parser.parse_optional_attr_dict()
+        for name in [n for n in attributes if n in cls.KERNEL.params and n not in properties]:
+            properties[name] = attributes.pop(name)
+        parser.parse_punctuation(":")
+        func_type = parser.parse_function_type()
+        values = parser.resolve_operands(operands or [], func_type.inputs.data, pos)
+        return cls(values, func_type.outputs.data, attributes, properties)
+
+    def print(self, printer: Printer) -> None:
+        """Print the custom syntax: parameters first, then annotations, in one dictionary."""
+        if self.inputs:
+            printer.print_string(" ")
+            printer.print_list(self.inputs, printer.print_operand)
+        printer.print_op_attributes({**self.properties, **self.attributes})
+        printer.print_string(" : ")
+        printer.print_function_type(self.inputs.types, self.outputs.types)
+
+    @property
+    def kernel(self) -> Kernel:
+        """The registry entry of this op."""
+        return self.KERNEL
+
+    def verify_(self) -> None:
+        """Check parameters, annotations and result types against the kernel's spec."""
+        try:
+            check_annotations(self.KERNEL, self.attributes)
+            params = self.KERNEL.resolve_params(given_params(self.KERNEL, self.properties))
+            ins = [tensor_sig(v.type) for v in self.inputs]
+            outs = [tensor_sig(r.type) for r in self.outputs]
+            expected = self.KERNEL.infer(ins, params)
+        except KernelError as err:
+            raise VerifyException(f"{self.name}: {err}") from err
+        if len(expected) != len(outs):
+            raise VerifyException(f"{self.name}: expected {len(expected)} results, got {len(outs)}")
+        for i, (got, want) in enumerate(zip(outs, expected, strict=True)):
+            if got != want:
+                raise VerifyException(
+                    f"{self.name}: result #{i} has type {self.outputs[i].type}, "
+                    f"expected {tensor_type(want)}"
+                )

@@ -1,0 +1,53 @@
+"""Console entry points that survive Ctrl-C during start-up.
+
+Importing a tool (xDSL, numpy, matplotlib) takes a second or more; a Ctrl-C in that time used
+to print a 30-90 line KeyboardInterrupt traceback. These entry points import nothing heavy
+themselves: they import the tool inside a guard, so an interrupt during the import ends with
+the one line `tool: error: interrupted` and exit code 130 (under mpiexec: every rank is
+ended), and only then hand over to the tool's `main`, which handles later interrupts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+def _launch(tool: str, module: str) -> NoReturn:
+    try:
+        main: Callable[[], None] = importlib.import_module(module).main
+    except KeyboardInterrupt:
+        _interrupted(tool)
+    main()
+    raise SystemExit(0)  # main() always exits; this keeps the type checker honest
+
+
+def _interrupted(tool: str) -> NoReturn:
+    from lancet_mlir.support.mpi_job import abort_job, in_mpi_job
+
+    if in_mpi_job():
+        abort_job(tool, "interrupted", 130)
+    sys.stderr.write(f"{tool}: error: interrupted\n")
+    raise SystemExit(130)
+
+
+def lancet_opt() -> NoReturn:
+    """`lancet-opt`."""
+    _launch("lancet-opt", "lancet_mlir.tools.lancet_opt")
+
+
+def lancet_model() -> NoReturn:
+    """`lancet-model`."""
+    _launch("lancet-model", "lancet_mlir.tools.lancet_model")
+
+
+def lancet_profile() -> NoReturn:
+    """`lancet-profile`."""
+    _launch("lancet-profile", "lancet_mlir.tools.lancet_profile")
+
+
+def lancet_run() -> NoReturn:
+    """`lancet-run`."""
+    _launch("lancet-run", "lancet_mlir.tools.lancet_run")

@@ -1,0 +1,119 @@
+"""Fault injection under `mpiexec -n 2`: a rank failing at any phase, or interrupted, or
+killed, ends every rank non-zero within a bounded time, and the one error line names the rank.
+
+`LANCET_FAULT=R:PHASE[:ACTION]` (support/mpi_job.py) makes rank R fail at PHASE. Every run is
+bounded by a subprocess timeout that fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lancet_mlir.profile.mpi_util import mpiexec_argv
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
+MODULE = str(DATA / "collectives_w2.mlir")
+TIMEOUT = 60
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _env(fault: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("LANCET_FAULT", None)
+    if fault:
+        env["LANCET_FAULT"] = fault
+    return env
+
+
+def mpiexec(tool: str, *ranks: list[str], fault: str | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """One rank per argument list (MPMD `: -n 1 ...`), each `python -m lancet_mlir.tools.<tool>`."""
+    argv = mpiexec_argv(1)
+    for k, args in enumerate(ranks):
+        if k:
+            argv += [":", "-n", "1"]
+        argv += [sys.executable, "-m", f"lancet_mlir.tools.{tool}", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=_env(fault), cwd=cwd)  # fmt: skip
+
+
+def errors(proc: subprocess.CompletedProcess[str], tool: str) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith(f"{tool}: error:")]
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("1:args", "lancet-run: error: rank 1: injected fault at args"),
+        ("1:read", "lancet-run: error: rank 1: injected fault at read"),
+        ("0:verify", f"lancet-run: error: rank 0: {MODULE}: injected fault at verify"),
+        ("1:collective", "lancet-run: error: rank 1: injected fault at collective"),
+        ("1:write", "lancet-run: error: rank 1: injected fault at write"),
+        ("0:write", "lancet-run: error: rank 0: injected fault at write"),
+    ],
+)
+def test_lancet_run_rank_failing_at_each_phase(tmp_path: Path, fault: str, expected: str) -> None:
+    out = tmp_path / "out.npz"
+    proc = mpiexec("lancet_run", [MODULE, "--save", str(out)], [MODULE, "--save", str(out)],
+                   fault=fault)
+    assert proc.returncode == 1, proc.stderr
+    assert errors(proc, "lancet-run") == [expected]
+    assert not out.exists()  # all-or-nothing: rank 0 commits only after every rank agreed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_argument_on_one_rank_only() -> None:
+    proc = mpiexec("lancet_run", [MODULE], [MODULE, "--seed", "-1"])
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-run") == [
+        "lancet-run: error: rank 1: argument --seed: must be >= 0, got -1"
+    ]
+
+
+def test_lancet_opt_bad_pass_or_different_options_on_one_rank() -> None:
+    proc = mpiexec("lancet_opt", ["--mpi", MODULE], ["--mpi", MODULE, "-p", "no-such-pass"])
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-opt") == [
+        "lancet-opt: error: rank 1: Unrecognized passes: ['no-such-pass']"
+    ]
+    proc = mpiexec("lancet_opt", ["--mpi", MODULE], [MODULE])
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-opt") == [
+        "lancet-opt: error: rank 1: options differ from rank 0's; every rank must be given the "
+        "same command line"
+    ]
+
+
+def test_lancet_profile_measure_bad_iters_on_one_rank(tmp_path: Path) -> None:
+    args = ["measure", MODULE, "-o", str(tmp_path / "p.json")]
+    proc = mpiexec("lancet_profile", args, [*args, "--iters", "0"])
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-profile") == [
+        "lancet-profile: error: rank 1: argument --iters: must be >= 1, got 0"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("tool", "phase"), [("lancet_run", "collective"), ("lancet_opt", "args")])
+def test_ctrl_c_on_one_rank_aborts_the_job(tool: str, phase: str) -> None:
+    args = [MODULE] if tool == "lancet_run" else ["--mpi", MODULE]
+    proc = mpiexec(tool, args, args, fault=f"1:{phase}:sigint")
+    assert proc.returncode == 130
+    name = tool.replace("_", "-")
+    assert errors(proc, name) == [f"{name}: error: rank 1: interrupted"]
+    assert proc.stdout == ""
+
+
+def test_sigkill_of_one_rank_ends_the_job() -> None:
+    proc = mpiexec("lancet_run", [MODULE], [MODULE], fault="1:collective:sigkill")
+    assert proc.returncode != 0
+    # the launcher names the killed process (on stdout) and ends the others
+    assert "EXIT CODE: 9" in proc.stdout + proc.stderr
+    assert "@collectives" not in proc.stdout  # no rank got as far as printing results
