@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import StringAttr
 
 from lancet_mlir import attrs
-from lancet_mlir.dialects.comm import module_world_size
+from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
 from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.profile.cost_model import CostModel
 from lancet_mlir.sim import evaluate_fixed_order
-from lancet_mlir.sim.blocks import GraphCostModel
 from lancet_mlir.sim.options import SimOptions
 
 ROLE_ATTR = attrs.ROLE
@@ -57,7 +57,7 @@ def never_worse(
     return identity
 
 
-def fusion_hooks(graph: DataflowGraph, cost_model: GraphCostModel) -> FusionHooks:
+def fusion_hooks(graph: DataflowGraph, cost_model: CostModel) -> FusionHooks:
     """How fusion prices a group (the cost model's time for the fused collective, built
     as a temporary op and erased again) and matches two collectives (`fusion_key`)."""
     world = module_world_size(graph.ops[0]) if graph.ops else None
@@ -65,6 +65,7 @@ def fusion_hooks(graph: DataflowGraph, cost_model: GraphCostModel) -> FusionHook
     def fused_time(group: list[int]) -> float:
         members = [graph.ops[m] for m in group]
         first = members[0]
+        assert isinstance(first, CollectiveOp)
         operands = [v for op in members for v in op.operands]
         types = [r.type for op in members for r in op.results]
         temp = type(first)(operands, types, properties=dict(first.properties))
