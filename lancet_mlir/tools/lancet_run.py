@@ -187,6 +187,7 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
     paths = args.compare if args.compare is not None else [args.module]
     modules = load_on_all_ranks(paths, comm, checked_inputs)
     inputs = modules.extra
+    _agree_on_memory(args, paths, [m.module for m in modules.loaded], comm)
     if args.compare is not None:
         from lancet_mlir.runtime.compare import compare_modules
 
@@ -206,6 +207,24 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
         return 0
 
     return rank0_then_broadcast(comm, write)
+
+
+def _agree_on_memory(args: argparse.Namespace, paths: list[str], modules: list[Any],
+                     comm: Any) -> None:
+    """Every rank checks that the ranks sharing its machine fit in memory, then they agree."""
+    import os
+
+    from lancet_mlir.runtime.mpi import agree
+    from lancet_mlir.support.errors import one_line
+
+    local = os.environ.get("MPI_LOCALNRANKS", "1")  # Hydra: ranks started on this machine
+    error = None
+    try:
+        for path, module in zip(paths, modules, strict=True):
+            _check_memory(module, args.func, int(local) if local.isdigit() else 1, path)
+    except Exception as exc:  # noqa: BLE001 - every rank must hear of it
+        error = one_line(exc)
+    agree(comm, error)
 
 
 def _gather_compare(result: Any, comm: Any) -> Any:

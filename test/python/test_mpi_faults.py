@@ -117,3 +117,31 @@ def test_sigkill_of_one_rank_ends_the_job() -> None:
     # the launcher names the killed process (on stdout) and ends the others
     assert "EXIT CODE: 9" in proc.stdout + proc.stderr
     assert "@collectives" not in proc.stdout  # no rank got as far as printing results
+
+
+def test_huge_tensors_fail_before_allocating_on_every_rank() -> None:
+    huge = str(Path(__file__).resolve().parents[1] / "data" / "bad" / "huge_tensors.mlir")
+    proc = mpiexec("lancet_run", [huge], [huge])
+    assert proc.returncode == 1
+    lines = errors(proc, "lancet-run")
+    assert len(lines) == 1
+    # the 2 ranks of this machine hold 2 x (argument + result) = 29.1 TiB
+    assert lines[0].startswith(f"lancet-run: error: rank 0: running @f of {huge} on 2 rank(s) "
+                               "needs about 29.1 TiB of memory but only ")  # fmt: skip
+
+
+def test_profile_sync_read_fault_on_one_rank(tmp_path: Path) -> None:
+    from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
+
+    for rank in range(2):
+        ProfileDB({"k": ProfileEntry(1.0 + rank)}).save(tmp_path / f"p.{rank}.json")
+    args = ["sync", str(tmp_path / "p.{rank}.json"), "-o", str(tmp_path / "out.json")]
+    proc = mpiexec("lancet_profile", args, args, fault="1:read")
+    assert proc.returncode == 1
+    assert set(errors(proc, "lancet-profile")) == {
+        "lancet-profile: error: rank 1: injected fault at read"
+    }
+    assert not (tmp_path / "out.json").exists()
+    proc = mpiexec("lancet_profile", args, args)  # without the fault: the mean of 1 and 2
+    assert proc.returncode == 0, proc.stderr
+    assert ProfileDB.load(tmp_path / "out.json").entries["k"].mean_us == 1.5
