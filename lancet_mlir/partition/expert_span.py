@@ -204,3 +204,22 @@ def _match(
         if not partial and all(isinstance(c, int) for c in cout):
             return (cin, cout)
     return None
+
+
+def all_to_all_pairs(graph: DataflowGraph) -> list[tuple[int, int]]:
+    """(entry, exit) of every all-to-all pair: a single-tensor all-to-all (split s,
+    concat c) whose compute-only descendants reach one with the axes swapped, in program
+    order of the entries. Forward MoE layers and their backward passes both qualify."""
+    pairs: list[tuple[int, int]] = []
+    used: set[int] = set()
+    for a in graph.comm_nodes():
+        axes = a2a_axes(graph.ops[a])
+        if a in used or axes is None or axes[0] == axes[1]:
+            continue
+        _, met = _compute_descendants(graph, a)
+        exit_ = next((m for m in met if a2a_axes(graph.ops[m]) is not None), None)
+        if exit_ is None or a2a_axes(graph.ops[exit_]) != (axes[1], axes[0]):
+            continue
+        used.update((a, exit_))
+        pairs.append((a, exit_))
+    return pairs

@@ -22,6 +22,8 @@ _PASSES: dict[str, tuple[str, str]] = {
     "program-order": ("program_order", "ProgramOrderPass"),
     "ddp-bucket-schedule": ("ddp_bucket_schedule", "DdpBucketSchedulePass"),
     "tutel-pipeline": ("tutel_pipeline", "TutelPipelinePass"),
+    "moe-partition": ("moe_partition", "MoePartitionPass"),
+    "delay-all-to-allv": ("delay_all_to_allv", "DelayAllToAllvPass"),
 }
 
 

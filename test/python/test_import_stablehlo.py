@@ -296,3 +296,80 @@ def test_collective_pattern_alone_in_a_walker() -> None:
     assert pattern.converted == len(plain)
     assert sum(1 for op in module.walk() if hlo_kind(op) == "async_start") == wrapped
     assert not any(hlo_kind(op) in HLO_COLLECTIVES for op in module.walk())
+
+
+def _one_collective(op_text: str) -> ModuleOp:
+    return parse(
+        '"func.func"() <{function_type = (tensor<4xf32>) -> tensor<8xf32>, sym_name = "f"}> ({\n'
+        "^bb0(%x: tensor<4xf32>):\n"
+        f"  %1 = {op_text} : (tensor<4xf32>) -> tensor<8xf32>\n"
+        '  "func.return"(%1) : (tensor<8xf32>) -> ()\n'
+        "}) : () -> ()\n"
+    )
+
+
+def test_missing_replica_groups_is_an_error_not_all_ranks() -> None:
+    """`replica_groups` is required in StableHLO and MHLO; before the fix a collective without
+    it silently became a whole-world collective."""
+    bad = _one_collective('"stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64}')
+    with pytest.raises(UserError, match="^stablehlo.all_gather: missing replica_groups$"):
+        import_stablehlo(bad)
+    empty = _one_collective(
+        '"stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, '
+        "replica_groups = dense<> : tensor<0x0xi64>}"
+    )
+    import_stablehlo(empty)  # empty groups still mean all ranks
+    (comm,) = [op for op in empty.walk() if isinstance(op, CollectiveOp)]
+    assert comm.properties.get("groups") is None
+
+
+@pytest.mark.parametrize("kind", ["collective_permute", "collective_broadcast"])
+def test_collectives_without_a_comm_spelling_are_rejected(kind: str) -> None:
+    """Before the fix they stayed in the graph as costed compute, hiding communication."""
+    bad = _one_collective(
+        f'"stablehlo.{kind}"(%x) {{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}'
+    )
+    with pytest.raises(UserError, match=f"^stablehlo.{kind}: unsupported collective$"):
+        import_stablehlo(bad)
+
+
+def test_mismatched_async_pair_names_the_done(tmp_path: Path) -> None:
+    """Before the fix the done's uses were rewired to the comm result of another type and
+    lancet-opt failed later with func.return's type error, naming neither HLO op."""
+    text = (
+        '"func.func"() <{function_type = (tensor<4xf32>) -> tensor<4xf32>, sym_name = "f"}> ({\n'
+        "^bb0(%x: tensor<4xf32>):\n"
+        '  %1 = "stablehlo.async_start"(%x) ({\n'
+        '    %2 = "stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, '
+        "replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<8xf32>\n"
+        '    "stablehlo.return"(%2) : (tensor<8xf32>) -> ()\n'
+        "  }) : (tensor<4xf32>) -> !stablehlo.async_bundle\n"
+        '  %3 = "stablehlo.async_done"(%1) : (!stablehlo.async_bundle) -> tensor<4xf32>\n'
+        '  "func.return"(%3) : (tensor<4xf32>) -> ()\n'
+        "}) : () -> ()\n"
+    )
+    path = tmp_path / "mismatched.mlir"
+    path.write_text(text)
+    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"])
+    assert res.returncode == 1
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"lancet-opt: error: {path}: import-stablehlo: stablehlo.async_done: returns "
+        "(tensor<4xf32>) but the wrapped stablehlo.all_gather computes (tensor<8xf32>)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("op_text", "missing"),
+    [
+        ('"stablehlo.all_gather"(%x) {G}', "all_gather_dim"),
+        ('"stablehlo.all_to_all"(%x) {G, split_dimension = 0 : i64}', "concat_dimension"),
+    ],
+)
+def test_missing_dimension_attributes_are_errors(op_text: str, missing: str) -> None:
+    """The dimensions are required HLO attributes; before the fix a missing one read as 0."""
+    groups = "replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>"
+    bad = _one_collective(op_text.replace("G", groups))
+    kind = op_text.split('"')[1]
+    with pytest.raises(UserError, match=f"^{kind}: missing {missing}(\n|$)"):
+        import_stablehlo(bad)

@@ -771,3 +771,22 @@ def test_kernel_runner_validates_once() -> None:
     np.testing.assert_array_equal(run2([np.ones(2, dtype=np.float32)])[0], [2.0, 2.0])
     with pytest.raises(KernelError, match="expected 1 inputs, got 2"):
         run2([np.ones(2), np.ones(2)])
+
+
+def test_zero_size_edges_agree_between_spec_and_implementation() -> None:
+    """Zero-size tensors are legal types: a kernel either rejects them in `infer` (verifier
+    error) or runs them to the inferred shape. Before the fix softmax / cross_entropy over an
+    empty axis passed `infer` and then failed inside numpy, and embedding_dw of a zero-width
+    gradient failed in a reshape."""
+    ids = np.array([[1, 3], [0, 3]], dtype=np.int64)
+    dy = np.zeros((2, 2, 0))
+    (dw,) = run_kernel(get_kernel("embedding_dw"), [dy, ids], {"num_embeddings": 4})
+    assert sig(dw) == get_kernel("embedding_dw").infer([sig(dy), sig(ids)], {"num_embeddings": 4})[0]
+    assert dw.shape == (4, 0)
+    with pytest.raises(KernelError, match=r"softmax over an empty axis of tensor<2x3x0xf64>"):
+        get_kernel("softmax").infer([TensorSig((2, 3, 0), "f64")])
+    get_kernel("softmax").infer([TensorSig((0, 3), "f64")])  # empty rows are fine
+    labels = TensorSig((3,), "i64")
+    for name in ("cross_entropy", "cross_entropy_dx"):
+        with pytest.raises(KernelError, match="at least one token and one class"):
+            get_kernel(name).infer([TensorSig((3, 0), "f32"), labels])

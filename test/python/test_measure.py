@@ -179,6 +179,47 @@ def test_reference_kernels_with_another_array_namespace_compute_the_same(name: s
     assert np.abs(want[0]).sum() > 0
 
 
+class _DeviceArray(np.ndarray):
+    """Stands for a CuPy array: only the fake namespace below makes these."""
+
+
+def test_cuda_backend_prepare_runs_the_kernel_with_its_array_namespace() -> None:
+    """CudaBackend.prepare (no GPU needed): inputs go to the device through the back-end's
+    namespace, the reference kernel runs with `xp` = that namespace inside its stream, and
+    computes what the numpy back-end computes."""
+    from lancet_mlir.profile.cuda_backend import CudaBackend
+
+    entered: list[str] = []
+    fake = types.SimpleNamespace(**vars(np))
+    fake.asarray = lambda a, dtype=None: np.asarray(a, dtype=dtype).view(_DeviceArray)
+
+    class Stream:  # reusable, like cupy.cuda.ExternalStream
+        def __enter__(self) -> None:
+            entered.append("enter")
+
+        def __exit__(self, *exc: object) -> None:
+            entered.append("exit")
+
+    backend = object.__new__(CudaBackend)  # skip the CUDA runtime set-up of __init__
+    backend._cupy = fake
+    backend._cupy_stream = Stream()
+    text = """
+    func.func @f(%a: tensor<6x4xf32>, %b: tensor<5x4xf32>) -> tensor<6x5xf32> {
+      %m = comp.matmul %a, %b {transpose_b = true} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
+      func.return %m : tensor<6x5xf32>
+    }"""
+    (op,) = [o for o in parse_module_text(text).module.walk() if o.name == "comp.matmul"]
+    inputs = synthetic_inputs(op, seed=5)
+    run = backend.prepare(op, inputs)
+    assert entered == ["enter", "exit"]  # the inputs were copied on the stream
+    (got,) = run()
+    (want,) = NumpyBackend().prepare(op, inputs)()
+    assert isinstance(got, _DeviceArray)
+    assert got.shape == (6, 5)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    assert entered == ["enter", "exit"] * 2
+
+
 @pytest.mark.skipif(gpu_status()[0] == 0, reason=f"no CUDA GPU: {gpu_status()[1]}")
 def test_cuda_backend_measures_on_the_gpu() -> None:
     pytest.importorskip("cupy", reason="CuPy (extra 'gpu') is not installed")

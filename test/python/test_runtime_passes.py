@@ -42,6 +42,7 @@ PIPELINES = [
     "ddp-bucket-schedule{bucket-bytes=512}",
     "tutel-pipeline",
     "comm-bucket-fusion,lancet-schedule",
+    "moe-partition{parts=2}",
 ]
 
 

@@ -22,6 +22,8 @@ def _ce_check(ins: Sigs) -> None:
     expect_int(labels, "labels")
     if labels.shape[0] != logits.shape[0]:
         raise KernelError(f"token dims differ: {logits.shape[0]} vs {labels.shape[0]}")
+    if 0 in logits.shape:  # a mean over no tokens / a softmax over no classes is undefined
+        raise KernelError(f"logits {logits} must have at least one token and one class")
 
 
 def loss_dtype(dtype: DType) -> DType:

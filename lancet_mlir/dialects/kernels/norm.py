@@ -111,7 +111,8 @@ def _softmax_infer(ins: Sigs, params: Params) -> list[TensorSig]:
     x = ins[0]
     expect_min_rank(x, 1, "input")
     expect_float(x, "input")
-    norm_axis(params["axis"], x.rank)
+    if x.shape[norm_axis(params["axis"], x.rank)] == 0:
+        raise KernelError(f"softmax over an empty axis of {x}")
     if params["causal"]:
         expect_min_rank(x, 2, "causal softmax input")
         if norm_axis(params["axis"], x.rank) != x.rank - 1:

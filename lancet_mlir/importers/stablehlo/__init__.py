@@ -33,6 +33,8 @@ Input: a module as JAX/XLA print it in generic form, parsed with unregistered op
 Layout: `lowering` (one collective -> comm IR), `patterns` (the conversions as xDSL
 `RewritePattern`s), `driver` (`import_stablehlo`, world size, cost annotations, `graph_block`);
 the FLOP/byte formulas live beside the roofline model in `lancet_mlir.profile.hlo_costs`.
+A collective without `replica_groups` and communication ops with no comm spelling
+(`collective_permute`, `collective_broadcast`, `send`, `recv`) are errors, never compute.
 Failures raise `UserError` naming the HLO op; the `import-stablehlo` pass reports them as
 `PassFailedException` (so `--verify-diagnostics` shows them).
 """

@@ -22,7 +22,12 @@ from xdsl.pattern_rewriter import PatternRewriteWalker
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
-from lancet_mlir.importers.stablehlo.lowering import COLLECTIVES, GLUE_ATTR, replica_groups
+from lancet_mlir.importers.stablehlo.lowering import (
+    COLLECTIVES,
+    GLUE_ATTR,
+    UNSUPPORTED_COLLECTIVES,
+    replica_groups,
+)
 from lancet_mlir.importers.stablehlo.patterns import ConvertAsyncCollective, ConvertCollective
 from lancet_mlir.profile.hlo_costs import HloCostModel, hlo_kind
 from lancet_mlir.support.errors import UserError
@@ -51,7 +56,11 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     Raises UserError naming the HLO op when a collective cannot be imported.
     """
     summary = ImportSummary()
-    collectives = [op for op in module.walk() if hlo_kind(op) in COLLECTIVES]
+    ops = list(module.walk())
+    for op in ops:
+        if hlo_kind(op) in UNSUPPORTED_COLLECTIVES:
+            raise UserError(f"{op_display_name(op)}: unsupported collective")
+    collectives = [op for op in ops if hlo_kind(op) in COLLECTIVES]
     summary.world_size = _world_size(module, collectives, world_size)
     if summary.world_size is not None:
         module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(summary.world_size, i64)

@@ -47,6 +47,10 @@ GLUE_ATTR = attrs.IMPORT_GLUE
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """HLO collective kinds (`hlo_kind`) the importer converts."""
 
+UNSUPPORTED_COLLECTIVES = ("collective_permute", "collective_broadcast", "send", "recv")
+"""HLO communication ops with no `comm` spelling: importing them as compute would hide
+communication from the scheduler, so the importer rejects them."""
+
 _REDUCTIONS = {
     "add": ReductionKind.SUM,
     "maximum": ReductionKind.MAX,
@@ -100,11 +104,13 @@ def _rewire_one(rewriter: PatternRewriter, old: SSAValue, new: list[SSAValue], w
 
 # ---- collectives ----------------------------------------------------------------------------
 def replica_groups(op: Operation) -> GroupsAttr | None:
-    """`replica_groups` as a comm groups attribute (None when empty: all ranks)."""
+    """`replica_groups` as a comm groups attribute (None when empty: all ranks). The
+    attribute is required (StableHLO and MHLO both declare it): a missing one is an error,
+    not silently "all ranks"."""
     where = op_display_name(op)
     attr = hlo_attr(op, "replica_groups")
     if attr is None:
-        return None
+        raise UserError(f"{where}: missing replica_groups")
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         raise UserError(f"{where}: unsupported replica_groups {attr}")
     shape = list(attr.get_shape() or ())
@@ -138,6 +144,14 @@ def _reduction(op: Operation) -> ReductionAttr:
     return ReductionAttr(kind)
 
 
+def _required_int(op: Operation, name: str) -> int:
+    """A dimension attribute the HLO op must carry (no silent default of 0)."""
+    value = hlo_int(op, name)
+    if value is None:
+        raise UserError(f"{op_display_name(op)}: missing {name}")
+    return value
+
+
 @dataclass
 class Lowered:
     """The ops replacing one HLO collective and the tensors replacing its results."""
@@ -162,15 +176,16 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
     if kind == "all_reduce":
         comm: CollectiveOp = AllReduceOp(operands, result_types, props)
     elif kind == "all_gather":
-        props["axis"] = IntegerAttr(hlo_int(op, "all_gather_dim") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "all_gather_dim"), i64)
         comm = AllGatherOp(operands, result_types, props)
     elif kind == "reduce_scatter":
-        props["axis"] = IntegerAttr(hlo_int(op, "scatter_dimension") or 0, i64)
+        props["axis"] = IntegerAttr(_required_int(op, "scatter_dimension"), i64)
         comm = ReduceScatterOp(operands, result_types, props)
     elif hlo_attr(op, "split_dimension") is None:
         return _lower_array_all_to_all(op, operands, groups)
     else:
-        split, concat = hlo_int(op, "split_dimension") or 0, hlo_int(op, "concat_dimension") or 0
+        split = _required_int(op, "split_dimension")
+        concat = _required_int(op, "concat_dimension")
         count = hlo_int(op, "split_count")
         if groups is not None and count is not None and count != len(groups.rank_lists[0]):
             raise UserError(f"{where}: split_count {count} differs from the group size")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import SymbolRefAttr, UnitAttr
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from lancet_mlir import attrs
@@ -119,6 +119,17 @@ def _async_chain(start: Operation) -> tuple[list[Operation], Operation]:
         token = user.results[0]
 
 
+def _check_done_types(done: Operation, wrapped: list[Attribute], collective: Operation) -> None:
+    """UserError when the async_done does not return what the wrapped collective computes
+    (a mismatched pair would otherwise surface later as an unrelated type error)."""
+    got = [leaf for r in done.results for leaf in leaf_types(r.type)]
+    if got != wrapped:
+        raise UserError(
+            f"{op_display_name(done)}: returns ({', '.join(map(str, got))}) but the wrapped "
+            f"{op_display_name(collective)} computes ({', '.join(map(str, wrapped))})"
+        )
+
+
 @dataclass
 class ConvertAsyncCollective(RewritePattern):
     """An async start/update/done chain wrapping one collective -> one comm op at the start.
@@ -143,6 +154,7 @@ class ConvertAsyncCollective(RewritePattern):
         if done.parent_block() is not op.parent_block():
             raise UserError(f"{op_display_name(op)}: async_done is in a different block")
         inner_types = [leaf for r in body.collective.results for leaf in leaf_types(r.type)]
+        _check_done_types(done, [inner_types[i] for i in body.result_order], body.collective)
         lowered = lower(body.collective, body.operands, inner_types)
         insert_lowered(rewriter, lowered, op)
         results = [lowered.results[i] for i in body.result_order]

@@ -29,7 +29,8 @@ def _embedding_dw(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> lis
     dy, ids = xs
     rows = check_ids(xp, ids, p["num_embeddings"]).reshape(-1)
     out = xp.zeros((p["num_embeddings"], dy.shape[-1]), dtype=dy.dtype)
-    xp.add.at(out, rows, dy.reshape(-1, dy.shape[-1]))  # sequential on numpy: deterministic
+    # rows.shape[0], not -1: reshape(-1, 0) is ambiguous for a zero-width dy
+    xp.add.at(out, rows, dy.reshape(rows.shape[0], dy.shape[-1]))  # sequential on numpy: deterministic
     return cast(xp, [out], dtype_of(dy))
 
 

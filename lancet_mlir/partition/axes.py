@@ -1,0 +1,244 @@
+"""Split-axis inference: a small exact constraint solver over the registry's rules.
+
+Lancet solves the split axis of every op of a region with CP-SAT (lancet-algorithms.md
+§8.4); here the model is small enough for an exact branch-and-bound search on plain data.
+
+A value of a partitioned region is chunked along `(axis, groups)`: the dimension `axis`
+holds `groups` consecutive blocks (one per rank after an all-to-all; 1 = contiguous) and
+part k holds rows [k·B/n, (k+1)·B/n) of every block B. An op joins the region with one
+*option*: a chunking (or `None` = used whole, `PARTIAL` = per-part partial sums) per
+operand and result, derived from
+
+* compute ops: the registry's partition combinations (`rules.partition_combos`); blocks
+  (groups > 1) pass through an op only when every split dimension keeps its size, so rows
+  line up one to one;
+* a single-tensor `comm.all_to_all` (split s, concat c): any other axis passes through
+  unchanged; a contiguous chunking along c becomes G blocks (G = group size: chunk k of
+  every rank); G blocks along s become contiguous again (the returning all-to-all).
+
+Constraints: an op in the region reads every region-produced operand with exactly the
+producer's chunking (never `None`, never a `PARTIAL` value); operands from outside the
+region are split at the border (or used whole); every result is split or `PARTIAL`.
+The region must be pipelinable: no path leaves it and re-enters it (an op left out
+that reads the region's results would otherwise be a barrier inside the pipeline); paths
+are checked within `candidates`, so pass a contiguous range of program order. Ops that
+cannot satisfy the constraints are left out: the region shrinks instead of failing. The
+search maximises the total weight (e.g. time) of the ops in the region; required ops
+(`anchors`) must be in it. Deterministic: options are tried in registry order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import Operation
+
+from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.partition.base import shape_of, value_ref
+from lancet_mlir.partition.rules import PARTIAL, partition_combos
+
+Chunking = tuple[int, int]
+"""(axis, groups) of a chunked value."""
+
+Slot = Chunking | str | None
+"""How one operand or result is partitioned: a chunking, `PARTIAL` or `None` (whole)."""
+
+Option = tuple[tuple[Slot, ...], tuple[Slot, ...]]
+"""(operand slots, result slots) of one way for an op to join a region."""
+
+_SEARCH_BUDGET = 200_000
+"""Search steps before the best region found so far is returned (deterministic)."""
+
+
+@dataclass(frozen=True)
+class AxisSolution:
+    """The region found: the option of every op in it (node -> option), by node order."""
+
+    options: dict[int, Option]
+    weight: float
+    exact: bool
+    """False when the search budget ran out (the solution is then the best found)."""
+
+    @property
+    def nodes(self) -> list[int]:
+        """The ops in the region, in node (program) order."""
+        return sorted(self.options)
+
+
+def _a2a_group(op: AllToAllOp) -> tuple[int, int, int] | None:
+    """(split, concat, group size) of a single-tensor all-to-all, else None."""
+    if len(op.inputs) != 1:
+        return None
+    s, c = op.split_axis.value.data, op.concat_axis.value.data
+    ins, outs = shape_of(op.operands[0]), shape_of(op.results[0])
+    if ins is None or outs is None or s == c or ins[c] < 1:
+        return None
+    return s, c, outs[c] // ins[c]
+
+
+def _a2a_options(op: AllToAllOp, groups: Sequence[int]) -> list[Option]:
+    info = _a2a_group(op)
+    if info is None:
+        return []
+    s, c, size = info
+    rank = len(shape_of(op.operands[0]) or ())
+    options: list[Option] = [(((c, 1),), ((c, size),)), (((s, size),), ((s, 1),))]
+    for axis in range(rank):
+        if axis not in (s, c):
+            options += [(((axis, g),), ((axis, g),)) for g in groups]
+    return options
+
+
+def _sizes_kept(op: Operation, cin: tuple, cout: tuple) -> bool:
+    """True when every split dimension of the combination has one common size."""
+    sizes = set()
+    for values, axes in ((op.operands, cin), (op.results, cout)):
+        for v, ax in zip(values, axes, strict=True):
+            if isinstance(ax, int):
+                shape = shape_of(v)
+                sizes.add(None if shape is None else shape[ax])
+    return len(sizes) == 1 and None not in sizes
+
+
+def _min_block(op: Operation, option: Option) -> int:
+    """The smallest block (dimension / groups) that `option` splits (large if none)."""
+    smallest = 1 << 62
+    for values, slots in ((op.operands, option[0]), (op.results, option[1])):
+        for v, s in zip(values, slots, strict=True):
+            if isinstance(s, tuple):
+                smallest = min(smallest, (shape_of(v) or (0,) * (s[0] + 1))[s[0]] // s[1])
+    return smallest
+
+
+def op_options(op: Operation, groups: Sequence[int] = (1,)) -> list[Option]:
+    """Every way for `op` to join a region, given the block counts in use (1 first)."""
+    if isinstance(op, AllToAllOp):
+        return _a2a_options(op, groups)
+    options: list[Option] = []
+    for cin, cout in partition_combos(op):
+        if any(ax is None for ax in cout):
+            continue  # an op in a region splits (or partially sums) every result
+        for g in groups:
+            if g > 1 and not _sizes_kept(op, cin, cout):
+                continue
+
+            def slot(ax: object, g: int = g) -> Slot:
+                return (ax, g) if isinstance(ax, int) else ax  # type: ignore[return-value]
+
+            options.append((tuple(slot(a) for a in cin), tuple(slot(a) for a in cout)))
+    return options
+
+
+def solve_axes(
+    graph: DataflowGraph,
+    candidates: Sequence[int],
+    anchors: Sequence[int] = (),
+    weights: Mapping[int, float] | None = None,
+    min_block: int = 2,
+    budget: int = _SEARCH_BUDGET,
+    cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]] | None = None,
+) -> AxisSolution | None:
+    """The heaviest region within `candidates` that contains every anchor; None when the
+    anchors cannot all join one region. Weights default to 1 per op; options that split a
+    block smaller than `min_block` (the number of parts wanted) are not considered.
+    `cache` may carry the ops' options between calls on the same graph."""
+    nodes = sorted(set(candidates) | set(anchors))
+    required = set(anchors)
+    groups = [1]
+    for i in nodes:
+        op = graph.ops[i]
+        info = _a2a_group(op) if isinstance(op, AllToAllOp) else None
+        if info is not None and info[2] not in groups:
+            groups.append(info[2])
+    groups.sort()
+    cache = {} if cache is None else cache
+    for i in nodes:
+        if (i, tuple(groups)) not in cache:
+            op = graph.ops[i]
+            cache[(i, tuple(groups))] = [(o, _min_block(op, o)) for o in op_options(op, groups)]
+    domains = {
+        i: [o for o, block in cache[(i, tuple(groups))] if block >= min_block] for i in nodes
+    }
+    w = {i: (1.0 if weights is None else float(weights.get(i, 0.0))) for i in nodes}
+    operand_refs = {i: [value_ref(graph, v) for v in graph.ops[i].operands] for i in nodes}
+    suffix = [0.0] * (len(nodes) + 1)
+    for t in range(len(nodes) - 1, -1, -1):
+        suffix[t] = suffix[t + 1] + w[nodes[t]]
+    chosen: dict[int, Option] = {}
+    downstream: set[int] = set()  # ops left out that read the region's results
+    best: dict[int, Option] | None = None
+    best_weight = -1.0
+    steps = 0
+
+    def fits(i: int, option: Option) -> bool:
+        for ref, want in zip(operand_refs[i], option[0], strict=True):
+            if ref is not None and ref[0] in downstream:
+                return False  # the path would leave the region and come back
+            if ref is None or ref[0] not in chosen:
+                continue  # from outside the region: split at the border or used whole
+            producer = chosen[ref[0]]
+            have = producer[1][ref[1]]
+            if have == PARTIAL or want is None or want != have:
+                return False
+        return True
+
+    def search(t: int, weight: float) -> None:
+        nonlocal best, best_weight, steps
+        steps += 1
+        if weight + suffix[t] <= best_weight or steps > budget:
+            return
+        if t == len(nodes):
+            best, best_weight = dict(chosen), weight
+            return
+        i = nodes[t]
+        for option in domains[i]:
+            if fits(i, option):
+                chosen[i] = option
+                search(t + 1, weight + w[i])
+                del chosen[i]
+        if i in required:
+            return
+        below = any(r is not None and (r[0] in chosen or r[0] in downstream)
+                    for r in operand_refs[i])  # fmt: skip
+        if below:
+            downstream.add(i)
+        search(t + 1, weight)
+        downstream.discard(i)
+
+    search(0, 0.0)
+    if best is None:
+        return None
+    return AxisSolution(best, best_weight, steps <= budget)
+
+
+def split_sizes(graph: DataflowGraph, solution: AxisSolution) -> list[tuple[int, int, int]]:
+    """(node, block size, full size) of every split dimension of the region's operands and
+    results (block size = dimension / groups): n must divide each block size."""
+    out: list[tuple[int, int, int]] = []
+    for i, (ins, outs) in sorted(solution.options.items()):
+        op = graph.ops[i]
+        for values, slots in ((op.operands, ins), (op.results, outs)):
+            for v, s in zip(values, slots, strict=True):
+                if isinstance(s, tuple):
+                    dim = (shape_of(v) or ())[s[0]]
+                    out.append((i, dim // s[1], dim))
+    return out
+
+
+def part_counts(graph: DataflowGraph, solution: AxisSolution, max_parts: int) -> list[int]:
+    """Every n in 2..max_parts that divides every block size of the region (§8.5)."""
+    blocks = {b for _, b, _ in split_sizes(graph, solution)}
+    return [n for n in range(2, max_parts + 1) if all(b % n == 0 for b in blocks)]
+
+
+def indivisible(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
+    """Why `n` parts cannot split the region (the first dimension it does not divide)."""
+    for i, block, dim in split_sizes(graph, solution):
+        if block % n:
+            name = graph.ops[i].results[0].name_hint if graph.ops[i].results else None
+            what = f"'{name}'" if name else graph.ops[i].name
+            per = f" ({dim // block} blocks of {block})" if block != dim else ""
+            return f"{n} parts do not divide dimension {dim}{per} of {what}"
+    return None

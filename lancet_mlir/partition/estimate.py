@@ -1,0 +1,160 @@
+"""Fast costing of a partition choice: one template part instead of n copies.
+
+Every part of a region op has the same shapes, so one detached copy per op (part 0) gives
+the time of all n parts; the phased simulation then runs on a plain task graph with the
+n parts replicated. Border splits and rebuilds are costed from one template each. This is
+what the part-count and range choices call many times; the chosen plan is then built for
+real (`region.build_region`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import Operation
+
+from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.partition.axes import AxisSolution
+from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
+from lancet_mlir.partition.region import Available, OpCost, RegionBuilder, blocked_shape
+from lancet_mlir.partition.rewriter import role_of
+from lancet_mlir.partition.rules import PARTIAL, build_kernel_op
+
+
+def _producers(op: Operation) -> list[Operation]:
+    """The ops defining `op`'s operands (block arguments have none)."""
+    return [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+
+
+class _Tasks:
+    def __init__(self) -> None:
+        self.preds: list[list[int]] = []
+        self.is_comm: list[bool] = []
+        self.times: list[float] = []
+        self.phases: list[int] = []
+
+    def add(self, time: float, comm: bool, phase: int, preds: Sequence[int]) -> int:
+        self.preds.append(sorted(set(preds)))
+        self.is_comm.append(comm)
+        self.times.append(time)
+        self.phases.append(phase)
+        return len(self.times) - 1
+
+
+def estimate_range(
+    graph: DataflowGraph,
+    range_nodes: Sequence[int],
+    solution: AxisSolution,
+    n: int,
+    time_of: OpCost,
+    available: Available | None = None,
+) -> float:
+    """The phased-simulation makespan of `range_nodes` with `solution`'s region split into
+    `n` parts (as `simulate_range` of the built region, from one template part)."""
+    builder = RegionBuilder(graph, solution, n, available or {})
+    for i in builder.out.nodes:
+        builder.copy(i, 0)
+    try:
+        return _simulate(graph, range_nodes, builder, time_of)
+    finally:
+        builder.out.discard()
+
+
+def _simulate(
+    graph: DataflowGraph, range_nodes: Sequence[int], builder: RegionBuilder, time_of: OpCost
+) -> float:
+    n, out = builder.n, builder.out
+    tasks = _Tasks()
+    task_of: dict[Operation, int] = {}
+    for op, phase in zip(list(out.ops), list(out.phases), strict=True):
+        if phase == PRELUDE:  # border splits: their inputs come from outside the range
+            preds = [task_of[o] for o in _producers(op) if o in task_of]
+            task_of[op] = tasks.add(time_of(op), False, PRELUDE, preds)
+    template: dict[int, Operation] = {}
+    for i in out.nodes:
+        owner = builder.chunks[(i, 0)][0].owner
+        assert isinstance(owner, Operation)
+        template[i] = owner
+    node_of = {op: i for i, op in template.items()}
+    part_task: dict[tuple[int, int], int] = {}
+    for k in range(n):
+        for i in out.nodes:
+            copy = template[i]
+            preds = []
+            for owner in _producers(copy):
+                if owner in node_of:
+                    preds.append(part_task[(node_of[owner], k)])
+                elif owner in task_of:
+                    preds.append(task_of[owner])
+            comm = isinstance(copy, AllToAllOp)
+            part_task[(i, k)] = tasks.add(time_of(copy), comm, part_phase(k), preds)
+    merged: dict[Operation, int] = {}
+    inside = set(out.nodes)
+    for i in out.nodes:
+        o = graph.ops[i]
+        for j, res in enumerate(o.results):
+            if any(use.operation not in builder.originals for use in res.uses):
+                last = _rebuild_tasks(builder, tasks, part_task, i, j, time_of)
+                merged.setdefault(o, last)
+    index = {graph.ops[i]: i for i in range_nodes}
+    other_task: dict[int, int] = {}
+    for i in range_nodes:
+        if i in inside:
+            continue
+        preds = []
+        for owner in _producers(graph.ops[i]):
+            if owner in merged:
+                preds.append(merged[owner])
+            elif owner in index and index[owner] in other_task:
+                preds.append(other_task[index[owner]])
+        other_task[i] = tasks.add(time_of(graph.ops[i]), graph.is_comm[i], ARBITRARY, preds)
+    result = phased_simulate(tasks.preds, tasks.is_comm, tasks.times, tasks.phases)
+    return result.makespan_us
+
+
+def _rebuild_tasks(
+    builder: RegionBuilder,
+    tasks: _Tasks,
+    part_task: dict[tuple[int, int], int],
+    i: int,
+    j: int,
+    time_of: OpCost,
+) -> int:
+    """Tasks rebuilding result j of node i from its n parts; returns the last one."""
+    n, out = builder.n, builder.out
+    o = builder.graph.ops[i]
+    part0 = builder.chunks[(i, j)][0]
+    role = role_of(o)
+    parts = [part_task[(i, k)] for k in range(n)]
+    slot = builder.options[i][1][j]
+    if slot == PARTIAL:
+        add = out.add(build_kernel_op("add", [part0, part0], None, role), EPILOGUE)
+        last = parts[0]
+        for k in range(1, n):  # the chain adds part k as soon as it is there
+            last = tasks.add(time_of(add), False, EPILOGUE, [last, parts[k]])
+        return last
+    assert isinstance(slot, tuple)
+    axis, groups = slot
+    shape = shape_of(o.results[j])
+    assert shape is not None
+    if groups == 1:
+        concat = out.add(build_kernel_op("concat", [part0] * n, {"axis": axis}, role), EPILOGUE)
+        return tasks.add(time_of(concat), False, EPILOGUE, parts)
+    inner = shape[axis] // groups // n
+    wide = out.add(
+        build_kernel_op(
+            "reshape", [part0], {"shape": blocked_shape(shape, axis, groups, inner)}, role
+        ),
+        EPILOGUE,
+    )
+    reshaped = [tasks.add(time_of(wide), False, EPILOGUE, [p]) for p in parts]
+    joined = out.add(
+        build_kernel_op("concat", [wide.results[0]] * n, {"axis": axis + 1}, role), EPILOGUE
+    )
+    concat_task = tasks.add(time_of(joined), False, EPILOGUE, reshaped)
+    back = out.add(
+        build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role), EPILOGUE
+    )
+    return tasks.add(time_of(back), False, EPILOGUE, [concat_task])

@@ -1,0 +1,317 @@
+"""A solved region rewritten into n parts: border splits, per-part copies, merges.
+
+`build_region` creates the new ops detached (nothing in the block changes), so a plan
+can be costed with the phased simulator and then applied (`apply_region`) or dropped
+(`PartitionedRegion.discard`). Values are planned by `ValueRef`; the IR is touched only
+to create, insert and erase ops.
+
+* Operands from outside the region are split at the border (prelude): `comp.split`
+  for a contiguous chunking, reshape + split + reshape for a chunking in blocks; values
+  used whole stay as they are.
+* Each op of the region gets n copies (part k: phase k + 1, `lancet.part = k`): compute
+  ops through the registry (result types re-inferred), all-to-alls with their chunked
+  types.
+* Results needed outside the region are rebuilt (epilogue): concatenation (in blocks when
+  needed) for chunked results, a chain of adds for partial sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.partition.axes import AxisSolution, Chunking
+from lancet_mlir.partition.base import PART_ATTR, ValueRef, shape_of, value_ref
+from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
+from lancet_mlir.partition.rewriter import carried_annotations, role_of
+from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, clone_kernel_op
+
+OpCost = Callable[[Operation], float]
+"""Time of one (possibly detached) op in µs."""
+
+
+@dataclass
+class PartitionedRegion:
+    """The detached new ops of one region split into `n` parts, with their phases."""
+
+    nodes: list[int]
+    n: int
+    ops: list[Operation] = field(default_factory=list)
+    phases: list[int] = field(default_factory=list)
+    merged: dict[ValueRef, SSAValue] = field(default_factory=dict)
+    """Rebuilt value of every region result used outside the region."""
+    chunks: dict[ValueRef, tuple[Chunking, list[SSAValue]]] = field(default_factory=dict)
+    """Chunking and parts of every rebuilt (non-partial) result, for later regions."""
+    epilogue: list[Operation] = field(default_factory=list)
+
+    def add(self, op: Operation, phase: int) -> Operation:
+        """Record a new op and its phase."""
+        self.ops.append(op)
+        self.phases.append(phase)
+        return op
+
+    def discard(self) -> None:
+        """Erase the new ops (they were never inserted)."""
+        for op in reversed(self.ops):
+            op.drop_all_references()
+        for op in reversed(self.ops):
+            op.erase(safe_erase=False)
+        self.ops.clear()
+
+
+def _chunk_shape(shape: tuple[int, ...], chunking: Chunking, n: int) -> list[int]:
+    axis, _ = chunking
+    out = list(shape)
+    out[axis] //= n
+    return out
+
+
+def blocked_shape(shape: Sequence[int], axis: int, groups: int, inner: int) -> tuple[int, ...]:
+    """`shape` with dimension `axis` written as (groups, inner)."""
+    return (*shape[:axis], groups, inner, *shape[axis + 1 :])
+
+
+Available = dict[SSAValue, dict[tuple[Chunking, int], list[SSAValue]]]
+"""Parts of values rebuilt by regions applied earlier: value -> (chunking, n) -> parts."""
+
+
+class RegionBuilder:
+    """Creates the detached ops of a region split into n parts (see the module doc)."""
+
+    def __init__(self, graph: DataflowGraph, solution: AxisSolution, n: int, available: Available):
+        self.available = available
+        self.graph = graph
+        self.options = solution.options
+        self.out = PartitionedRegion(solution.nodes, n)
+        self.n = n
+        self.chunks: dict[ValueRef, list[SSAValue]] = {}
+        self.border: dict[tuple[SSAValue, Chunking], list[SSAValue]] = {}
+        self.originals = {graph.ops[i] for i in solution.nodes}
+
+    def build(self) -> PartitionedRegion:
+        for k in range(self.n):
+            for i in self.out.nodes:
+                self.copy(i, k)
+        for i in self.out.nodes:
+            for j, res in enumerate(self.graph.ops[i].results):
+                if any(use.operation not in self.originals for use in res.uses):
+                    first = len(self.out.ops)
+                    self.out.merged[(i, j)] = self._rebuild(i, j)
+                    self.out.epilogue += self.out.ops[first:]
+                    slot = self.options[i][1][j]
+                    if isinstance(slot, tuple):
+                        self.out.chunks[(i, j)] = (slot, self.chunks[(i, j)])
+        return self.out
+
+    # ---- border splits (prelude) -----------------------------------------------------------
+    def _split(self, v: SSAValue, chunking: Chunking, like: Operation) -> list[SSAValue]:
+        key = (v, chunking)
+        if key in self.border:
+            return self.border[key]
+        earlier = self.available.get(v, {}).get((chunking, self.n))
+        if earlier is not None:
+            return earlier  # an earlier region left exactly these parts
+        axis, groups = chunking
+        role = role_of(like)
+        shape = shape_of(v)
+        assert shape is not None
+        if groups == 1:
+            split = self.out.add(
+                build_kernel_op("split", [v], {"axis": axis, "num": self.n}, role), PRELUDE
+            )
+            parts: list[SSAValue] = list(split.results)
+        else:
+            block = shape[axis] // groups
+            wide = self.out.add(
+                build_kernel_op(
+                    "reshape", [v], {"shape": blocked_shape(shape, axis, groups, block)}, role
+                ),
+                PRELUDE,
+            )
+            split = self.out.add(
+                build_kernel_op(
+                    "split", [wide.results[0]], {"axis": axis + 1, "num": self.n}, role
+                ),
+                PRELUDE,
+            )
+            back = _chunk_shape(shape, chunking, self.n)
+            parts = [
+                self.out.add(
+                    build_kernel_op("reshape", [p], {"shape": tuple(back)}, role), PRELUDE
+                ).results[0]
+                for p in split.results
+            ]
+        self.border[key] = parts
+        return parts
+
+    # ---- per-part copies ----------------------------------------------------------------------
+    def _operand(self, v: SSAValue, slot: object, k: int, like: Operation) -> SSAValue:
+        if slot is None:
+            return v
+        assert isinstance(slot, tuple)
+        ref = value_ref(self.graph, v)
+        if ref is not None and ref in self.chunks:
+            return self.chunks[ref][k]
+        return self._split(v, slot, like)[k]
+
+    def copy(self, i: int, k: int) -> None:
+        """Create part k of region op i."""
+        o = self.graph.ops[i]
+        ins, outs = self.options[i]
+        inputs = [self._operand(v, s, k, o) for v, s in zip(o.operands, ins, strict=True)]
+        attrs: dict[str, Attribute] = carried_annotations(o)
+        attrs[PART_ATTR] = IntegerAttr(k, i64)
+        if isinstance(o, AllToAllOp):
+            types = []
+            for res, slot in zip(o.results, outs, strict=True):
+                assert isinstance(slot, tuple)
+                assert isinstance(res.type, TensorType)
+                shape = _chunk_shape(tuple(res.type.get_shape()), slot, self.n)
+                types.append(TensorType(res.type.element_type, shape))
+            copy: Operation = AllToAllOp(inputs, types, dict(o.properties))
+            copy.attributes.update(attrs)
+        else:
+            copy = clone_kernel_op(o, inputs, attrs)
+        self.out.add(copy, part_phase(k))
+        for j, (res, old) in enumerate(zip(copy.results, o.results, strict=True)):
+            self.chunks.setdefault((i, j), []).append(res)
+            if old.name_hint:
+                res.name_hint = f"{old.name_hint}_part{k}"
+
+    # ---- rebuilt results (epilogue) -----------------------------------------------------------
+    def _rebuild(self, i: int, j: int) -> SSAValue:
+        o = self.graph.ops[i]
+        slot = self.options[i][1][j]
+        parts = self.chunks[(i, j)]
+        role = role_of(o)
+        if slot == PARTIAL:
+            total = parts[0]
+            for p in parts[1:]:
+                total = self.out.add(
+                    build_kernel_op("add", [total, p], None, role), EPILOGUE
+                ).results[0]
+            return total
+        assert isinstance(slot, tuple)
+        axis, groups = slot
+        shape = shape_of(o.results[j])
+        assert shape is not None
+        if groups == 1:
+            return self.out.add(
+                build_kernel_op("concat", parts, {"axis": axis}, role), EPILOGUE
+            ).results[0]
+        inner = shape[axis] // groups // self.n
+        wide = [
+            self.out.add(
+                build_kernel_op(
+                    "reshape", [p], {"shape": blocked_shape(shape, axis, groups, inner)}, role
+                ),
+                EPILOGUE,
+            ).results[0]
+            for p in parts
+        ]
+        joined = self.out.add(build_kernel_op("concat", wide, {"axis": axis + 1}, role), EPILOGUE)
+        back = build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role)
+        return self.out.add(back, EPILOGUE).results[0]
+
+
+def build_region(
+    graph: DataflowGraph, solution: AxisSolution, n: int, available: Available | None = None
+) -> PartitionedRegion:
+    """The region of `solution` split into `n` parts, as detached ops (see module doc).
+    Operands in `available` with the wanted chunking and n reuse those parts instead of
+    being split again (a backward region reading a forward region's activations)."""
+    return RegionBuilder(graph, solution, n, available or {}).build()
+
+
+def record_parts(region: PartitionedRegion, available: Available) -> None:
+    """After `region` is applied: make its rebuilt results' parts available to later
+    regions."""
+    for ref, (chunking, parts) in region.chunks.items():
+        available.setdefault(region.merged[ref], {})[(chunking, region.n)] = parts
+
+
+def erase_unused(ops: Sequence[Operation]) -> None:
+    """Erase the ops of `ops` (in a block) whose results are all unused, last first, so
+    rebuilds that every reader now takes in parts disappear."""
+    for op in reversed(ops):
+        if op.parent_block() is not None and all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
+
+
+@dataclass(frozen=True)
+class RangeCost:
+    """The phased simulation of a range: its makespan and the launch order of its ops."""
+
+    makespan_us: float
+    order: list[Operation]
+
+
+def simulate_range(
+    graph: DataflowGraph,
+    range_nodes: Sequence[int],
+    time_of: OpCost,
+    region: PartitionedRegion | None = None,
+) -> RangeCost:
+    """Phased simulation of the ops of `range_nodes` (external inputs ready at 0); with a
+    partitioned `region`, its new ops replace the region's nodes and the other nodes of
+    the range are free to run in any phase (§8.3 local cost)."""
+    inside = set(region.nodes) if region is not None else set()
+    others = [graph.ops[i] for i in range_nodes if i not in inside]
+    ops: list[Operation] = (list(region.ops) if region is not None else []) + others
+    phases = (list(region.phases) if region is not None else []) + [ARBITRARY] * len(others)
+    task = {op: t for t, op in enumerate(ops)}
+    redirect: dict[Operation, Operation] = {}
+    if region is not None:
+        for (i, _j), v in region.merged.items():
+            owner = v.owner
+            assert isinstance(owner, Operation)
+            redirect.setdefault(graph.ops[i], owner)
+    preds: list[list[int]] = []
+    for op in ops:
+        ps: set[int] = set()
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation):
+                owner = redirect.get(owner, owner)
+                if owner in task:
+                    ps.add(task[owner])
+        preds.append(sorted(ps))
+    is_comm = [graph.is_comm[graph.index[op]] if op in graph.index else isinstance(op, AllToAllOp)
+               for op in ops]  # fmt: skip
+    result = phased_simulate(preds, is_comm, [time_of(op) for op in ops], phases)
+    return RangeCost(result.makespan_us, [ops[t] for t in result.order])
+
+
+def apply_region(
+    graph: DataflowGraph,
+    range_nodes: Sequence[int],
+    region: PartitionedRegion,
+    order: Sequence[Operation],
+) -> None:
+    """Replace the ops of `range_nodes` by `order` (the range's other ops and the region's
+    new ops, topologically ordered) at the range's place, reroute the region's results to
+    their rebuilt values and erase the region's original ops."""
+    last = max(range_nodes)
+    anchor = graph.ops[last + 1] if last + 1 < len(graph.ops) else graph.terminator
+    block = graph.block
+    assert block is not None
+    originals = [graph.ops[i] for i in region.nodes]
+    doomed = set(originals)
+    for (i, j), v in region.merged.items():
+        graph.ops[i].results[j].replace_uses_with_if(v, lambda use: use.operation not in doomed)
+    for i in range_nodes:
+        graph.ops[i].detach()
+    if anchor is None:
+        block.add_ops(order)
+    else:
+        block.insert_ops_before(list(order), anchor)
+    for op in originals:
+        op.drop_all_references()
+    for op in reversed(originals):
+        op.erase(safe_erase=False)

@@ -1,0 +1,280 @@
+"""moe-partition: split MoE layers (forward and backward) into pipelined parts (Lancet §8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.dialects.comm import module_world_size
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
+from lancet_mlir.partition.axes import AxisSolution, Option, indivisible, solve_axes
+from lancet_mlir.partition.dp import best_ranges
+from lancet_mlir.partition.estimate import estimate_range
+from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.region import (
+    Available,
+    OpCost,
+    apply_region,
+    build_region,
+    erase_unused,
+    record_parts,
+    simulate_range,
+)
+from lancet_mlir.passes.costing import CostOptions
+from lancet_mlir.passes.options import CheckedOptions, check_int
+from lancet_mlir.sim import evaluate_fixed_order
+from lancet_mlir.sim.options import SimOptions
+
+ALGOS = ("dp", "range")
+
+OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one range runs: its nodes, the region solved in it and the chosen part count
+    (None: not partitioned), with the simulated makespans."""
+
+    range_nodes: list[int]
+    solution: AxisSolution | None
+    parts: int | None
+    base_us: float
+    cost_us: float
+
+
+@dataclass(frozen=True)
+class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
+    """Split every MoE layer's all-to-all pair and the compute around it into n parts
+    that pipeline part k's collectives with part k±1's compute (Lancet §8).
+
+    For each pair of all-to-alls (forward: dispatch and return; backward: the gradients'
+    way back and forth, which Lancet does not partition) the split axis of every op in a
+    range of program order around the pair is inferred from the kernel registry's rules
+    (`lancet_mlir.partition.axes`: capacity, expert or hidden axis; ops whose rule does not
+    allow the axis are left out and the region shrinks). The region is rewritten into n
+    parts: operands from outside are split at the border, results needed outside are
+    concatenated (partial sums, e.g. weight gradients and the combine, are added up), each
+    op gets n copies tagged `lancet.part = k`, and the range is emitted in the launch
+    order of Lancet's phased pipeline simulation (§5.3), which also costs the choice with
+    the active cost model (new per-part ops are costed for their own shapes). A range is
+    rewritten only when the simulation rates it faster than the unpartitioned range, and
+    the block keeps its input when the fixed-order simulation of the result is not faster
+    (never worse).
+
+    Options:
+      algo=range|dp  range: partition the MoE layer's own ops (the pair, the ops that feed
+                     the first and read the second all-to-all, and what lies between);
+                     dp: Lancet's DP over ranges (§8.3) within the layer: its ops are cut
+                     into groups (the pair's span is one) and the cheapest segmentation
+                     by phased simulation decides which range around the pair is
+                     partitioned (e.g. the expert span alone when splitting the dispatch
+                     costs more than it hides)
+      max-parts=N    largest part count tried (default 8); counts must divide every split
+                     dimension
+      parts=N        force N parts on every pair (N >= 2; the pass fails naming the op and
+                     dimension when N does not divide it); skips the never-worse checks
+    and the cost options of every costing pass (device, cluster, profile, comm-table,
+    gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
+    the module's `lancet.*` attributes. The phased simulation uses one communication
+    stream, as Lancet's; the never-worse check uses the simulator options.
+    """
+
+    name = "moe-partition"
+
+    algo: str = "dp"
+    max_parts: int = 8
+    parts: int | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.algo not in ALGOS:
+            raise PassFailedException(
+                f"{self.name}: option algo must be one of {', '.join(ALGOS)}, got {self.algo}"
+            )
+        check_int(self.name, "max-parts", self.max_parts, 2)
+        if self.parts is not None:
+            check_int(self.name, "parts", self.parts, 2)
+        check_dominance(op)
+        model = self.cost_model(op)
+        sim = self.sim_options(op)
+        world = module_world_size(op)
+
+        times: dict[tuple, float] = {}
+
+        def time_of(o: Operation) -> float:
+            # per-part copies share shapes: cost each signature once
+            key = _signature(o)
+            if key not in times:
+                times[key] = float(model.op_time_us(o, world))
+            return times[key]
+
+        for block in schedulable_blocks(op):
+            self._partition_block(block, time_of, sim)
+        check_dominance(op)
+
+    def _partition_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
+        graph = DataflowGraph.from_block(block)
+        pairs = all_to_all_pairs(graph)
+        if not pairs:
+            return
+        base = _fixed_order_us(graph, time_of, sim)
+        saved = _copy_ops(block) if self.parts is None else None
+        available: Available = {}
+        epilogues: list[Operation] = []
+        # program order, so backward regions can take forward regions' parts as they are
+        for entry_op, exit_op in [(graph.ops[a], graph.ops[b]) for a, b in pairs]:
+            graph = DataflowGraph.from_block(block)
+            entry, exit_ = graph.index[entry_op], graph.index[exit_op]
+            choice = self._choose(graph, entry, exit_, time_of, available)
+            if choice.parts is None or choice.solution is None:
+                continue
+            region = build_region(graph, choice.solution, choice.parts, available)
+            cost = simulate_range(graph, choice.range_nodes, time_of, region)
+            apply_region(graph, choice.range_nodes, region, cost.order)
+            record_parts(region, available)
+            epilogues += region.epilogue
+        erase_unused(epilogues)
+        if saved is None:
+            return
+        after = DataflowGraph.from_block(block)
+        if _fixed_order_us(after, time_of, sim) < base:
+            _erase_all(saved)
+            return
+        _restore(block, saved)  # never worse: keep the input
+
+    def _choose(
+        self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
+    ) -> Choice:
+        nodes = layer_range(graph, entry, exit_)
+        options: OptionsCache = {}  # valid while the graph does not change
+        if self.algo == "range" or self.parts is not None:
+            return self._best_parts(graph, nodes, entry, exit_, time_of, available, options)
+        # dp: cut the layer's ops into ranges (the pair's own span is one group) and
+        # partition the range holding the pair that the DP finds cheapest (§8.3)
+        groups = [[i] for i in nodes if i < entry]
+        groups.append(list(range(entry, exit_ + 1)))
+        groups += [[i] for i in nodes if i > exit_]
+        core = next(g for g, members in enumerate(groups) if entry in members)
+        choices: dict[tuple[int, int], Choice] = {}
+
+        def local(j: int, i: int) -> float:
+            members = [m for g in groups[j:i] for m in g]
+            if j <= core < i:
+                choices[(j, i)] = self._best_parts(
+                    graph, members, entry, exit_, time_of, available, options
+                )
+                return choices[(j, i)].cost_us
+            return simulate_range(graph, members, time_of).makespan_us
+
+        plan = best_ranges(len(groups), len(groups), local)
+        return next(choices[r] for r in plan.ranges if r in choices)
+
+    def _best_parts(
+        self,
+        graph: DataflowGraph,
+        nodes: list[int],
+        entry: int,
+        exit_: int,
+        time_of: OpCost,
+        available: Available,
+        options: OptionsCache,
+    ) -> Choice:
+        """The part count (or none) that the phased simulation rates best for the region
+        around the pair within `nodes`."""
+        base = simulate_range(graph, nodes, time_of).makespan_us
+        weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
+
+        def solve(min_block: int) -> AxisSolution | None:
+            return solve_axes(
+                graph, nodes, [entry, exit_], weights, min_block=min_block, cache=options
+            )
+
+        if self.parts is not None:
+            solution = solve(self.parts)
+            if solution is not None and indivisible(graph, solution, self.parts) is None:
+                return Choice(nodes, solution, self.parts, base, base)
+            loose = solution or solve(2)
+            if loose is None:
+                return Choice(nodes, None, None, base, base)  # no axis for this pair at all
+            reason = indivisible(graph, loose, self.parts) or f"{self.parts} parts do not fit"
+            raise PassFailedException(f"{self.name}: {reason}")
+        best = Choice(nodes, None, None, base, base)
+        # a solution per count: the axis that allows n parts may differ from the one for 2
+        for n in range(2, self.max_parts + 1):
+            solution = solve(n)
+            if solution is None:
+                break  # larger counts need even larger blocks
+            if indivisible(graph, solution, n) is not None:
+                continue
+            cost = estimate_range(graph, nodes, solution, n, time_of, available)
+            if cost >= best.cost_us and best.parts is not None:
+                break  # as Lancet: stop at the first count that does not improve
+            if cost < best.cost_us:
+                best = Choice(nodes, solution, n, base, cost)
+        return best
+
+
+def layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:
+    """The MoE layer's own ops in program order: from the entry all-to-all's nearest compute
+    producer (the dispatch) to the exit's nearest compute consumer (the combine); a backward
+    pass's later readers of the forward values are not part of the layer."""
+    lo = max([p for p in graph.preds[entry] if not graph.is_comm[p]], default=entry)
+    hi = min([s for s in graph.succs[exit_] if not graph.is_comm[s]], default=exit_)
+    return list(range(lo, hi + 1))
+
+
+_NOT_COSTED = frozenset(
+    ("lancet.part", "lancet.role", "lancet.start_us", "lancet.end_us", "lancet.stream")
+)
+"""Annotations that do not change an op's time."""
+
+
+def _signature(o: Operation) -> tuple:
+    """What an op's time depends on: name, types, properties and attributes (except
+    annotations that do not change the time, such as the part index)."""
+    attrs = tuple(sorted((k, v) for k, v in o.attributes.items() if k not in _NOT_COSTED))
+    return (
+        o.name,
+        tuple(v.type for v in o.operands),
+        tuple(r.type for r in o.results),
+        tuple(sorted(o.properties.items())),
+        attrs,
+    )
+
+
+def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> float:
+    durations = [time_of(o) for o in graph.ops]
+    return evaluate_fixed_order(
+        graph,
+        durations,
+        num_comm_streams=sim.num_comm_streams,
+        overlap_slowdown=sim.overlap_slowdown,
+    ).makespan_us
+
+
+def _copy_ops(block: Block) -> list[Operation]:
+    """Detached copies of the block's ops that refer to each other's results."""
+    mapper: dict[SSAValue, SSAValue] = {}
+    return [o.clone(value_mapper=mapper) for o in block.ops]
+
+
+def _erase_all(ops: list[Operation]) -> None:
+    # detach first: drop_all_references clears the parent without unlinking the op
+    for o in ops:
+        if o.parent_block() is not None:
+            o.detach()
+    for o in ops:
+        o.drop_all_references()
+    for o in reversed(ops):
+        o.erase(safe_erase=False)
+
+
+def _restore(block: Block, saved: list[Operation]) -> None:
+    """Put the saved copies of the block's ops back in place of its current ops."""
+    _erase_all(list(block.ops))
+    block.add_ops(saved)
