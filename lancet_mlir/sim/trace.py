@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lancet_mlir.graph.dataflow import op_display_name
-from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
 from lancet_mlir.support.files import atomic_path
 
 COMPUTE_COLOR = "#4C72B0"

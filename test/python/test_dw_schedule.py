@@ -130,7 +130,7 @@ func.func @step(%x: {T}, %h: {T}) -> ({T}, {T}, {T}) {{
 
 def makespan(module) -> float:
     model = CostModel.from_config(CostConfig())
-    return sum(r.summary["makespan_us"] for r in simulate_module(module, model) if r.top_level)
+    return sum(r.summary.makespan_us for r in simulate_module(module, model) if r.top_level)
 
 
 def test_pass_on_the_backward_graph() -> None:
