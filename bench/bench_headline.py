@@ -6,8 +6,8 @@
 Lancet's GPT-2 MoE configurations (`lancet_mlir.models.gpt2_moe.PRESETS`, f32, 2 experts per
 rank): 12 layers d=768 batch 16 and 24 layers d=1024 batch 8 on AWS p3dn (V100), 12 layers
 batch 48 and 24 layers batch 24 on p4de (A100), each at 16 and 32 ranks (2 and 4 nodes).
-The testbeds are costed with the `v100` and `a100` device models (`TESTBEDS` maps each
-testbed to the cost configuration used).
+The testbeds are the `p3dn` and `p4de` cluster presets (`lancet_mlir.profile.clusters`:
+device, 8 GPUs per node, inter-node network per GPU).
 
 Per configuration: program order, FIFO (`data-parallel-schedule`), the best Tutel degree
 (2, 4, 8), dW only (`lancet-schedule{partition=none fusion=false}`), the full pipeline
@@ -28,10 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_bench import DEFAULT_OUT, BenchConfig, Pipeline, run_config  # noqa: E402
 
 from lancet_mlir.models.gpt2_moe import PRESETS  # noqa: E402
+from lancet_mlir.profile.clusters import get_cluster  # noqa: E402
 from lancet_mlir.support.files import write_atomic  # noqa: E402
-
-TESTBEDS = {"p3dn": "v100", "p4de": "a100"}
-"""Testbed -> device of the cost model (8 GPUs per node, the device's network defaults)."""
 
 HEADLINE = [
     ("gpt2_moe_nl12_m768_nh16_sl512_b16", "p3dn"),
@@ -58,7 +56,9 @@ def configs() -> list[BenchConfig]:
     for preset, testbed in HEADLINE:
         for ws in WORLD_SIZES:
             model = replace(PRESETS[preset], world_size=ws)
-            out.append(BenchConfig(f"{preset}_g{ws}_{testbed}", "gpt2_moe", TESTBEDS[testbed], preset, model=model))
+            device = get_cluster(testbed).device
+            out.append(BenchConfig(f"{preset}_g{ws}_{testbed}", "gpt2_moe", device, preset,
+                                   model=model, cluster=testbed))
     return out
 
 

@@ -112,7 +112,7 @@ def gantt_moe_layer(path: Path, kept: dict[str, BlockResult], config: str, ancho
     ours = [(name, r) for name, r in kept.items() if name != "program order"]
     if before is None or not ours:
         return False
-    name, after = min(ours, key=lambda item: item[1].summary["makespan_us"])
+    name, after = min(ours, key=lambda item: item[1].summary.makespan_us)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(14, 3.4))
     labels: list[str] = []

@@ -26,8 +26,8 @@ from xdsl.parser import Parser
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
+from lancet_mlir.sim import evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule
-from lancet_mlir.sim.timeline import evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.trace import chrome_trace
 
 T = "tensor<256xf32>"
@@ -86,8 +86,8 @@ def measure(n_ops: int) -> dict[str, float]:
         "input_makespan_us": fixed.makespan_us,
         "list_makespan_us": listed.makespan_us,
         "scheduled_makespan_us": decision.output_makespan_us,
-        "exposed_comm_us": summary["exposed_comm_us"],
-        "lower_bound_us": summary["lower_bound_us"],
+        "exposed_comm_us": summary.exposed_comm_us,
+        "lower_bound_us": summary.lower_bound_us,
     }
 
 

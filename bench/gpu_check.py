@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     from lancet_mlir.profile.profile_db import ProfileDB
     from lancet_mlir.runtime.executor import select_function
     from lancet_mlir.runtime.loader import load_module
-    from lancet_mlir.sim.timeline import evaluate_fixed_order
+    from lancet_mlir.sim import evaluate_fixed_order
 
     module = load_module(args.model).module
     measured_on = str(ProfileDB.load(args.profile).metadata.get("device", "h100")).lower()

@@ -231,22 +231,22 @@ def run_pipeline(
         return {"name": pipe.name, "spec": pipe.spec, "baseline": pipe.baseline,
                 "status": "error", "error": one_line(exc)}, None  # fmt: skip
     s = result.summary
-    lower = s["lower_bound_us"]
+    lower = s.lower_bound_us
     metrics = {
         "name": pipe.name,
         "spec": pipe.spec,
         "baseline": pipe.baseline,
         "status": "ok",
-        "makespan_us": s["makespan_us"],
-        "compute_us": s["compute_us"],
-        "comm_us": s["comm_us"],
-        "exposed_comm_us": s["exposed_comm_us"],
-        "overlap_us": s["overlap_us"],
+        "makespan_us": s.makespan_us,
+        "compute_us": s.compute_us,
+        "comm_us": s.comm_us,
+        "exposed_comm_us": s.exposed_comm_us,
+        "overlap_us": s.overlap_us,
         "lower_bound_us": lower,
-        "gap_to_lower_bound": s["makespan_us"] / lower - 1.0 if lower > 0 else None,
+        "gap_to_lower_bound": s.makespan_us / lower - 1.0 if lower > 0 else None,
         "optimizer_s": optimizer_s,
-        "num_ops": s["num_ops"],
-        "num_collectives": s["num_collectives"],
+        "num_ops": s.num_ops,
+        "num_collectives": s.num_collectives,
     }
     return metrics, result
 

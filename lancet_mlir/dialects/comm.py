@@ -52,25 +52,14 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from lancet_mlir import attrs
-
-_DTYPE_BYTES = {
-    "f16": 2,
-    "bf16": 2,
-    "f32": 4,
-    "f64": 8,
-    "i1": 1,
-    "i8": 1,
-    "i16": 2,
-    "i32": 4,
-    "i64": 8,
-}
+from lancet_mlir.dialects.dtypes import DTYPE_BYTES
 
 
 def element_bytes(element_type: Attribute) -> int:
     """Size in bytes of one element of `element_type` (4 for unknown types)."""
     text = str(element_type)
-    if text in _DTYPE_BYTES:
-        return _DTYPE_BYTES[text]
+    if text in DTYPE_BYTES:
+        return DTYPE_BYTES[text]
     width = getattr(element_type, "width", None)
     if width is not None:
         return max(1, width.data // 8)

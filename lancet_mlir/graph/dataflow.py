@@ -15,6 +15,7 @@ from xdsl.ir import Block, Operation
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
+from lancet_mlir.graph.reach import ancestor_bits, descendant_bits, topological_order
 
 
 def is_collective(op: Operation) -> bool:
@@ -116,22 +117,10 @@ class DataflowGraph:
 
     def topo_order(self) -> list[int]:
         """A topological order (Kahn, smallest program index first among ready nodes)."""
-        import heapq
-
-        indeg = [len(p) for p in self.preds]
-        ready = [i for i, d in enumerate(indeg) if d == 0]
-        heapq.heapify(ready)
-        order: list[int] = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(i)
-            for s in self.succs[i]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(ready, s)
-        if len(order) != len(self.ops):
-            raise ValueError("dataflow graph has a cycle")
-        return order
+        try:
+            return topological_order(self.preds, self.succs)
+        except ValueError:
+            raise ValueError("dataflow graph has a cycle") from None
 
     def is_topological(self, order: Sequence[int]) -> bool:
         """True if `order` is a permutation of all nodes respecting every edge."""
@@ -151,17 +140,13 @@ class DataflowGraph:
         return None
 
     def descendants(self) -> list[int]:
-        """Reachability as bitsets: bit j of result[i] is set iff j is reachable from i.
+        """Reachability as bitsets: bit j of result[i] is set iff j is reachable from i
+        (`graph/reach.py`; O(V * E / wordsize))."""
+        return descendant_bits(self.succs, self.topo_order())
 
-        O(V * E / wordsize); meant for the moderately sized graphs of the optimizer.
-        """
-        reach = [0] * len(self.ops)
-        for i in reversed(self.topo_order()):
-            bits = 0
-            for s in self.succs[i]:
-                bits |= reach[s] | (1 << s)
-            reach[i] = bits
-        return reach
+    def ancestors(self) -> list[int]:
+        """Bit j of result[i] is set iff i is reachable from j (`graph/reach.py`)."""
+        return ancestor_bits(self.preds, self.topo_order())
 
     def bfs_order(self, start: Iterable[int]) -> list[int]:
         """Nodes reachable from `start` along consumer edges, in BFS order."""

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from lancet_mlir.graph import reach
+
 
 class Graph(Protocol):
     """What the optimizers read: producer/consumer lists, comm flags and comm kinds."""
@@ -173,50 +175,15 @@ def block_order(
 
 
 def topological_order(graph: Graph) -> list[int]:
-    """Kahn's order, smallest node index first among ready nodes."""
-    indeg = [len(ps) for ps in graph.preds]
-    heap = [v for v, d in enumerate(indeg) if d == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        order.append(v)
-        for s in graph.succs[v]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, s)
-    if len(order) != len(graph.preds):
-        raise ValueError("graph has a cycle")
-    return order
+    """Kahn's order, smallest node index first among ready nodes (`graph/reach.py`)."""
+    return reach.topological_order(graph.preds, graph.succs)
 
 
 def reachability(graph: Graph) -> tuple[list[int], list[int]]:
-    """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j).
-
-    O(V · E / wordsize): one OR per edge on V-bit integers.
-    """
+    """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j), from
+    `graph/reach.py`: O(V · E / wordsize)."""
     order = topological_order(graph)
-    n = len(order)
-    anc = [0] * n
-    desc = [0] * n
-    for v in order:
-        bits = 0
-        for p in graph.preds[v]:
-            bits |= anc[p] | (1 << p)
-        anc[v] = bits
-    for v in reversed(order):
-        bits = 0
-        for s in graph.succs[v]:
-            bits |= desc[s] | (1 << s)
-        desc[v] = bits
-    return anc, desc
+    return reach.ancestor_bits(graph.preds, order), reach.descendant_bits(graph.succs, order)
 
 
-def bits_of(mask: int) -> list[int]:
-    """The set bits of `mask` in ascending order."""
-    out: list[int] = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+bits_of = reach.bits_of

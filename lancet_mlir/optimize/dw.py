@@ -198,22 +198,31 @@ def fill_allreduce_gaps(
 
     `comp` and `fixed_comm` are evaluated alone (fillers and their descendants absent; they
     never feed the compute chain). Each idle gap of the comm stream before a collective of
-    `fixed_comm` takes the largest filler that is ready and still fits (repeatedly), so
-    no collective of `fixed_comm` is delayed; the rest follow the last collective in order
-    of readiness.
+    `fixed_comm` takes the largest filler that is ready, still fits and does not depend on
+    that collective or a later one (with zero durations, "ready in time" alone would not say
+    so), repeatedly, so no collective of `fixed_comm` is delayed; the rest follow the last
+    collective in order of readiness. Should zero durations still hide a cycle through the
+    compute chain, every filler goes after the last collective instead.
     """
     times = evaluate_chains(problem.preds, problem.durations, comp, fixed_comm)
     if times is None:
         raise ValueError("compute and collective chains form a cycle")
+    ancestors = reachability(problem)[0]
+    later = [0] * (len(fixed_comm) + 1)  # bitset of fixed_comm[k:]
+    for k in range(len(fixed_comm) - 1, -1, -1):
+        later[k] = later[k + 1] | 1 << fixed_comm[k]
     dur = problem.durations
     ready = {f: max((times.end[p] for p in problem.preds[f]), default=0.0) for f in fillers}
     left = sorted(fillers, key=lambda f: (ready[f], f))
     out: list[int] = []
     t = 0.0
-    for c in fixed_comm:
+    for k, c in enumerate(fixed_comm):
         gap_end = times.start[c]
         while left:
-            fits = [f for f in left if max(t, ready[f]) + dur[f] <= gap_end]
+            fits = [
+                f for f in left
+                if max(t, ready[f]) + dur[f] <= gap_end and not ancestors[f] & later[k]
+            ]
             if not fits:
                 break
             best = max(fits, key=lambda f: (dur[f], -ready[f], -f))
@@ -223,6 +232,9 @@ def fill_allreduce_gaps(
         out.append(c)
         t = times.end[c]
     out.extend(left)
+    if evaluate_chains(problem.preds, problem.durations, comp, out) is None:
+        # only with zero durations can "fits in time" hide a cycle through the compute chain
+        return [*fixed_comm, *sorted(fillers, key=lambda f: (ready[f], f))]
     return out
 
 

@@ -18,6 +18,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "simulate": ("simulate", "SimulatePass"),
     "lancet-schedule": ("lancet_schedule", "LancetSchedulePass"),
     "dw-schedule": ("dw_schedule", "DwSchedulePass"),
+    "fuse-noncritical-comm": ("fuse_noncritical_comm", "FuseNoncriticalCommPass"),
     "import-stablehlo": ("import_stablehlo", "ImportStablehloPass"),
     "program-order": ("program_order", "ProgramOrderPass"),
     "ddp-bucket-schedule": ("ddp_bucket_schedule", "DdpBucketSchedulePass"),

@@ -1,54 +1,177 @@
-"""lancet-schedule: Lancet's profiled list schedule, never slower than the input order."""
+"""lancet-schedule: Lancet's whole optimization pipeline (§1.4), near-optimal, never worse."""
 
 from __future__ import annotations
 
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.graph.rewrite import apply_order, check_dominance
+from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.optimize.dw import fifo_list_schedule
+from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
 from lancet_mlir.passes.costing import CostOptions
-from lancet_mlir.passes.options import CheckedOptions
+from lancet_mlir.passes.options import CheckedOptions, check_number
+from lancet_mlir.passes.scheduling import (
+    apply_result,
+    block_problem,
+    fusion_hooks,
+    simulated_makespan,
+)
+from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
 from lancet_mlir.sim.blocks import simulated_blocks
+from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.profiled_schedule import ScheduleDecision, profiled_fifo_schedule
 
-__all__ = ["LancetSchedulePass", "ScheduleDecision", "profiled_fifo_schedule"]
+__all__ = ["LancetSchedulePass", "ScheduleDecision", "partition_stage", "profiled_fifo_schedule"]
+
+LOG = logging.getLogger("lancet_mlir.schedule")
+"""Stage lines (INFO): `lancet-opt --verbose` shows them on stderr."""
+
+PARTITIONS = ("none", "dp", "range")
+
+EVAL_UNITS_PER_SECOND = 5_000_000
+"""`max-seconds` → evaluation budget: one chain evaluation of a block costs about V + E
+units (ops plus edges) at most (evaluations are incremental, most cost less), and this
+fixed rate turns seconds into `max-seconds * EVAL_UNITS_PER_SECOND / (V + E)` evaluations:
+the budget, hence the result, is the same on every machine; the wall time is about
+`max-seconds` or less on one core of a 2020s CPU."""
+
+
+def evaluation_budget(max_seconds: float, graph: DataflowGraph) -> int:
+    """The evaluation budget of `max-seconds` for one block (see EVAL_UNITS_PER_SECOND)."""
+    size = len(graph) + graph.num_edges + 1
+    return int(max_seconds * EVAL_UNITS_PER_SECOND / size)
+
+
+def partition_stage(partition: str, ctx: Context, module: ModuleOp) -> None:
+    """The partition stage of §1.4, run on the module before the scheduling stages.
+
+    `none` leaves the module alone; `dp` and `range` (MoE partitioning, Lancet §8) plug in
+    here.
+    """
+    if partition == "none":
+        return
+    raise PassFailedException(f"lancet-schedule: partition={partition} is not available yet")
 
 
 @dataclass(frozen=True)
 class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
-    """Reorder every block into Lancet's profiled FIFO list schedule (§6.1), never worse.
+    """Lancet's optimization pipeline (lancet-algorithms.md §1.4), near-optimal, never worse.
 
-    Each block is list-scheduled with the cost model of its options and the module
-    (`lancet.time_us` > profile > roofline/comm table; `passes/costing.py`): priority 1 for
-    every op, 0 for ops that consume an allreduce result, which are also held back until
-    nothing else can run. The simulated launch order (by start time, compute first at equal
-    start) becomes the block order, but only if the fixed-order simulation of the new order
-    is strictly faster than the input order; otherwise the block is left as it is.
-    Deterministic; terminators stay last.
+    Per block, with the cost model of the pass's options and the module (`lancet.time_us` >
+    profile > roofline/comm table; `passes/costing.py`):
+    1. list schedule: Lancet's FIFO list schedule, weight-update ops delayed (§6.1);
+    2. dW placement (`heuristic=dw`): dW ops into all-to-all windows, all-reduces into the
+       communication gaps (§6.2-6.3, as `dw-schedule`);
+    3. local search: critical-path moves from the pipeline's schedule, the input order, FIFO
+       and the upward-rank list schedule, within the evaluation budget of `max-seconds`;
+    4. fusion (`fusion=true`): all-reduces off the critical path merged when the makespan
+       does not grow (§7.5, as `fuse-noncritical-comm`), then a short local search.
+    The partition stage (`partition=`) runs on the module before these. The result replaces
+    the block only if it simulates strictly faster than both the input order and FIFO of the
+    input (under `comm-streams`/`overlap-slowdown`); otherwise the faster of those two is
+    kept (the input when tied). Deterministic: the budget counts evaluations, not seconds.
+    With `heuristic=fifo fusion=false max-seconds=0` this is Lancet's profiled FIFO list
+    schedule alone. Stage lines (makespan, exposed communication) are logged to the
+    `lancet_mlir.schedule` logger (`lancet-opt --verbose`); a progress bar is drawn on
+    stderr when it is a terminal.
 
-    Options (all optional; each overrides the module attribute of the same name,
-    `lancet.device`, `lancet.cluster`, ...; see `CostOptions`):
+    Options:
+      heuristic=fifo|dw    initial schedule (default dw)
+      partition=none       partition stage (dp and range: not available yet; default none)
+      fusion=true|false    non-critical all-reduce fusion (default true)
+      max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off)
       device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
-      gpus-per-node=N, network-gbps=F   the cost model
+      gpus-per-node=N, network-gbps=F   the cost model (each overrides the module attribute
+                           of the same name, `lancet.device`, ...; see `CostOptions`)
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
+    Stages 2-4 optimize for one communication stream and no slowdown; the final check uses
+    `comm-streams` and `overlap-slowdown`.
     """
 
     name = "lancet-schedule"
 
+    heuristic: str = "dw"
+    partition: str = "none"
+    fusion: bool = True
+    max_seconds: float | int = 10.0
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self._check_options()
         options = self.sim_options(op)
         cost_model = self.cost_model(op)
         check_dominance(op)
+        partition_stage(self.partition, ctx, op)
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)
             if len(graph) < 2:
                 continue
-            durations = [float(d) for d in cost_model.graph_times(graph)]
-            decision = profiled_fifo_schedule(graph, durations, options)
-            if decision.changed:
-                apply_order(graph, decision.order)
+            problem = block_problem(graph, cost_model.graph_times(graph))
+            hooks = fusion_hooks(graph, cost_model) if self.fusion else None
+            budget = evaluation_budget(float(self.max_seconds), graph)
+            with _progress_bar(budget, item.label) as progress:
+                result = run_pipeline(problem, self.heuristic, budget, hooks, progress)
+            result = _never_worse(problem, result, options)
+            for stage in result.stages:
+                LOG.info(_stage_line(item.label, stage))
+            apply_result(graph, result)
+
+    def _check_options(self) -> None:
+        if self.heuristic not in HEURISTICS:
+            raise PassFailedException(
+                f"{self.name}: heuristic must be one of {', '.join(HEURISTICS)}, got {self.heuristic!r}"
+            )
+        if self.partition not in PARTITIONS:
+            raise PassFailedException(
+                f"{self.name}: partition must be one of {', '.join(PARTITIONS)}, got {self.partition!r}"
+            )
+        check_number(self.name, "max-seconds", self.max_seconds, 0.0)
+
+
+def _never_worse(problem, result: PipelineResult, options: SimOptions) -> PipelineResult:
+    """The pipeline's result if it is strictly faster (under `options`) than the input order
+    and than FIFO of the input; else the faster of those (the input when tied)."""
+    identity = list(range(len(problem)))
+    fifo = fifo_list_schedule(problem).order
+    base = simulated_makespan(problem, identity, options)
+    fifo_span = simulated_makespan(problem, fifo, options)
+    final = simulated_makespan(result.problem, result.order, options)
+    if final < min(base, fifo_span):
+        return result
+    fallback = fifo if fifo_span < base else identity
+    stage = Stage("never worse: kept " + ("fifo" if fallback is fifo else "input"),
+                  *_measure(problem, fallback))
+    return PipelineResult(problem, fallback, [], identity, [*result.stages, stage], result.evaluations)
+
+
+def _measure(problem, order: list[int]) -> tuple[float, float]:
+    timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+    return timeline.makespan_us, exposed_comm_us(timeline)
+
+
+def _stage_line(label: str, stage: Stage) -> str:
+    return (f"lancet-schedule {label}: {stage.name}: makespan {stage.makespan_us:.1f} us, "
+            f"exposed comm {stage.exposed_comm_us:.1f} us")
+
+
+@contextmanager
+def _progress_bar(total: int, label: str) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar on stderr when it is a terminal and there is a budget to show."""
+    if total <= 0 or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(file=sys.stderr), transient=True) as bar:
+        task = bar.add_task(f"lancet-schedule {label}", total=total)
+        yield lambda k: bar.advance(task, k)

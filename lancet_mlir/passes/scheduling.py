@@ -1,6 +1,7 @@
 """Glue shared by the optimizing schedulers (dw-schedule, fuse-noncritical-comm,
-lancet-schedule): the plain-data problem of a block, the never-worse rule. Costing comes from
-the `CostOptions` mixin (`passes/costing.py`)."""
+lancet-schedule): the plain-data problem of a block, the never-worse rule, fusion pricing
+and applying a (fused, reordered) result to the IR. Costing comes from the `CostOptions`
+mixin (`passes/costing.py`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import StringAttr
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
+from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
+from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives
+from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.profile.cost_model import CostModel
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
@@ -49,3 +55,46 @@ def never_worse(
     if simulated_makespan(problem, candidate, options) < simulated_makespan(problem, identity, options):
         return list(candidate)
     return identity
+
+
+def fusion_hooks(graph: DataflowGraph, cost_model: CostModel) -> FusionHooks:
+    """How fusion prices a group (the cost model's time for the fused collective, built
+    as a temporary op and erased again) and matches two collectives (`fusion_key`)."""
+    world = module_world_size(graph.ops[0]) if graph.ops else None
+
+    def fused_time(group: list[int]) -> float:
+        members = [graph.ops[m] for m in group]
+        first = members[0]
+        assert isinstance(first, CollectiveOp)
+        operands = [v for op in members for v in op.operands]
+        types = [r.type for op in members for r in op.results]
+        temp = type(first)(operands, types, properties=dict(first.properties))
+        try:
+            return float(cost_model.op_time_us(temp, world))
+        finally:
+            temp.erase()
+
+    def compatible(a: int, b: int) -> bool:
+        key = fusion_key(graph.ops[a])
+        return key is not None and key == fusion_key(graph.ops[b])
+
+    return FusionHooks(fused_time, compatible)
+
+
+def apply_result(graph: DataflowGraph, result: PipelineResult) -> None:
+    """Fuse the result's groups in the IR and relink the block in the result's order."""
+    block = graph.block
+    assert block is not None
+    fused = {group[-1]: fuse_collectives([graph.ops[m] for m in group]) for group in result.groups}
+    ops = [fused.get(old, graph.ops[old]) for old in result.old_index]
+    if not result.groups and result.order == list(range(len(ops))):
+        return
+    for op in ops:
+        op.detach()
+    ordered = [ops[i] for i in result.order]
+    if graph.terminator is None:
+        block.add_ops(ordered)
+    else:
+        block.insert_ops_before(ordered, graph.terminator)
+    if DataflowGraph.from_block(block).first_use_before_def() is not None:
+        raise ScheduleError("internal error: schedule is not a topological order")

@@ -38,7 +38,7 @@ def time_source(model: CostModel, op: Operation) -> str:
 
 def count_sources(model: CostModel, ops: Iterable[Operation]) -> dict[str, int]:
     """How many of `ops` take their time from each source (every source listed, 0 if none)."""
-    counts = dict.fromkeys(SOURCES, 0)
+    counts: dict[str, int] = dict.fromkeys(SOURCES, 0)
     for op in ops:
         counts[time_source(model, op)] += 1
     return counts

@@ -175,16 +175,14 @@ def compare_modules(
         # draw the inputs once for both runs (and replicated ones once for all ranks)
         check_world_size(ma, ranks)
         inputs = all_rank_inputs(select_function(ma, func), range(ranks), seed=seed)
-    first = second = None
+    first: Progress | None = None
+    second: Progress | None = None
     if progress is not None:
+        report = progress
         total = sum(len(select_function(m, func).body.block.ops) for m in (ma, mb))
         offset = len(select_function(ma, func).body.block.ops)
-
-        def first(done: int, _: int, op: str) -> None:
-            progress(done, total, op)
-
-        def second(done: int, _: int, op: str) -> None:
-            progress(offset + done, total, op)
+        first = lambda done, _, op: report(done, total, op)  # noqa: E731 - counts run 1
+        second = lambda done, _, op: report(offset + done, total, op)  # noqa: E731 - then run 2
 
     ra = execute(ma, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm, progress=first)
     rb = execute(mb, ranks=ranks, seed=seed, func=func, inputs=inputs, comm=comm, progress=second)

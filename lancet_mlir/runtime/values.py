@@ -16,18 +16,16 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    AnyFloat,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
-    IndexType,
     IntegerAttr,
-    IntegerType,
     TensorType,
 )
 from xdsl.ir import Attribute
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.dtypes import NUMPY_DTYPES, element_name
 from lancet_mlir.support.errors import UserError
 
 INIT_SCALE_ATTR = attrs.INIT_SCALE
@@ -36,27 +34,14 @@ REPLICATED_ATTR = attrs.REPLICATED
 _REPLICA_STREAM = 2**32  # larger than any rank: replicated draws never collide with per-rank ones
 MAX_INT_ATTR = attrs.MAX_INT
 
-_FLOAT_WIDTHS = {16: np.float16, 32: np.float32, 64: np.float64}
-_INT_WIDTHS = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
 def numpy_dtype_of(element: Attribute) -> np.dtype:
     """The numpy dtype the runtime uses for an MLIR element type (bf16 computes in f32)."""
-    if isinstance(element, IntegerType):
-        width = element.width.data
-        if width == 1:
-            return np.dtype(np.bool_)
-        if width in _INT_WIDTHS:
-            return np.dtype(_INT_WIDTHS[width])
-    elif isinstance(element, IndexType):
-        return np.dtype(np.int64)
-    elif isinstance(element, AnyFloat):
-        if str(element) == "bf16":  # numpy has no bfloat16 (same rule as the kernel registry)
-            return np.dtype(np.float32)
-        width = element.bitwidth
-        if width in _FLOAT_WIDTHS:
-            return np.dtype(_FLOAT_WIDTHS[width])
-    raise UserError(f"the runtime does not support element type {element}")
+    name = element_name(element)
+    if name is None:
+        raise UserError(f"the runtime does not support element type {element}")
+    return np.dtype(NUMPY_DTYPES[name])
 
 
 def shape_and_dtype(ty: Attribute) -> tuple[tuple[int, ...], np.dtype]:

@@ -1,29 +1,34 @@
 """Timeline simulator: fixed-order evaluation, list scheduling, analysis and trace export.
 
-See `lancet_mlir.sim.timeline` for the exact semantics and `lancet_mlir.sim.trace` for the
-Chrome trace and Gantt chart formats.
+* `model`: `GraphLike` (what a graph provides), `TaskGraph`, `Timeline`;
+* `engine`: `evaluate_fixed_order`, `list_schedule`, `weight_update_first` (the exact
+  semantics are in its docstring);
+* `metrics`: busy time, overlap, exposed communication, critical path, lower bound and
+  `summarize` -> `TimelineSummary`;
+* `blocks`: a module's blocks simulated and annotated (`simulate_module`);
+* `profiled_schedule`: Lancet's profiled FIFO schedule (`profiled_fifo_schedule`);
+* `options`: `SimOptions`; `trace`: Chrome trace and Gantt chart formats.
 """
 
-from lancet_mlir.sim.timeline import (
-    COMPUTE_STREAM,
-    TaskGraph,
-    Timeline,
+from lancet_mlir.sim.engine import evaluate_fixed_order, list_schedule, weight_update_first
+from lancet_mlir.sim.metrics import (
+    TimelineSummary,
     busy_time,
     critical_path,
-    evaluate_fixed_order,
     exposed_comm_us,
-    list_schedule,
     longest_data_path_us,
     lower_bound_us,
     overlap_us,
     summarize,
-    weight_update_first,
 )
+from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, TaskGraph, Timeline
 
 __all__ = [
     "COMPUTE_STREAM",
+    "GraphLike",
     "TaskGraph",
     "Timeline",
+    "TimelineSummary",
     "busy_time",
     "critical_path",
     "evaluate_fixed_order",

@@ -16,8 +16,10 @@ from xdsl.ir import Block, Operation
 from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import schedulable_blocks
+from lancet_mlir.sim.engine import evaluate_fixed_order
+from lancet_mlir.sim.metrics import TimelineSummary, summarize
+from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
-from lancet_mlir.sim.timeline import Timeline, evaluate_fixed_order, summarize
 
 START_ATTR = attrs.START_US
 END_ATTR = attrs.END_US
@@ -61,7 +63,7 @@ class BlockResult:
     graph: DataflowGraph
     durations: list[float]
     timeline: Timeline
-    summary: dict
+    summary: TimelineSummary
 
 
 def _is_container(block: Block) -> bool:
@@ -133,7 +135,7 @@ def simulate_module(
 
 def simulate_graph(
     graph: DataflowGraph, durations: Sequence[float], options: SimOptions
-) -> tuple[list[float], Timeline, dict]:
+) -> tuple[list[float], Timeline, TimelineSummary]:
     """Fixed-order evaluation of one graph: (durations, timeline, summary)."""
     durations = [float(d) for d in durations]
     timeline = evaluate_fixed_order(
@@ -161,8 +163,8 @@ def annotate_module(module: ModuleOp, results: Sequence[BlockResult]) -> None:
         func = _enclosing_function(block.parent_op()) if block is not None else None
         if r.top_level and func is not None:
             acc = per_function.setdefault(func, [0.0, 0.0])
-            acc[0] += r.summary["makespan_us"]
-            acc[1] += r.summary["exposed_comm_us"]
+            acc[0] += r.summary.makespan_us
+            acc[1] += r.summary.exposed_comm_us
     for func, (makespan, exposed) in per_function.items():
         func.attributes[MAKESPAN_ATTR] = FloatAttr(makespan, _F64)
         func.attributes[EXPOSED_ATTR] = FloatAttr(exposed, _F64)

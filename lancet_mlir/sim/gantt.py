@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lancet_mlir.graph.dataflow import collective_kind
-from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import atomic_path
 

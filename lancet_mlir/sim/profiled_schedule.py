@@ -6,13 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.sim.engine import evaluate_fixed_order, list_schedule, weight_update_first
+from lancet_mlir.sim.model import GraphLike
 from lancet_mlir.sim.options import SimOptions
-from lancet_mlir.sim.timeline import (
-    GraphLike,
-    evaluate_fixed_order,
-    list_schedule,
-    weight_update_first,
-)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categories, save_figure
-from lancet_mlir.sim.timeline import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
 
 
 def stream_name(stream: int) -> str:

@@ -10,7 +10,9 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
   costing pass (a pass's own options override them; `passes/costing.py`). They are written
   onto the module before the pipeline runs, so the output re-runs identically with `xdsl-opt`;
 * `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
-* `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank.
+* `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank;
+* `--verbose`: optimizing passes print one line per stage on stderr (the INFO records of the
+  `lancet_mlir` loggers, e.g. lancet-schedule's makespan and exposed communication).
 
 `-` as the input reads stdin; `-` as any output (`-o`, `--report`, ...) writes stdout (at
 most one of them). The outputs of a run are all-or-nothing: nothing is written unless every
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
@@ -86,6 +90,8 @@ class LancetOptMain(xDSLOptMain):
                 help=f"run '{pipeline}' (before any -p passes)",
             )
         opt_outputs.register_arguments(group)
+        group.add_argument("--verbose", action="store_true",
+                           help="print one line per optimization stage (makespan, exposed communication) on stderr")
         show_defaults(arg_parser)
 
     # ---- pipeline ------------------------------------------------------------------------------
@@ -148,7 +154,8 @@ class LancetOptMain(xDSLOptMain):
         return self._pending_output
 
     def run(self) -> None:
-        with OutputSet([self.args.input_file] if self.args.input_file else []) as outputs:
+        with _stage_logging(getattr(self.args, "verbose", False)), \
+                OutputSet([self.args.input_file] if self.args.input_file else []) as outputs:
             if getattr(self.args, "mpi", False):
                 from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
 
@@ -222,6 +229,25 @@ class LancetOptMain(xDSLOptMain):
         if self._pending_output is None:
             return
         write_atomic(self.args.output_file, self._pending_output.getvalue(), primary=True)
+
+
+@contextmanager
+def _stage_logging(verbose: bool) -> Iterator[None]:
+    """With `--verbose`, show the `lancet_mlir` loggers' INFO lines on stderr meanwhile."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("lancet_mlir")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def _usage_error(message: str) -> NoReturn:

@@ -352,7 +352,7 @@ def _report(
     """The whole `--report` document: totals over the function bodies, how they were costed,
     then per-function and nested-block entries."""
     top = [r for r in results if r.top_level]
-    report: dict = {key: sum(r.summary[key] for r in top) for key in _TOTAL_KEYS}
+    report: dict = {key: sum(getattr(r.summary, key) for r in top) for key in _TOTAL_KEYS}
     report["num_comm_streams"] = sim.num_comm_streams
     report["overlap_slowdown"] = sim.overlap_slowdown
     report["costing"] = {
@@ -362,10 +362,10 @@ def _report(
         "overlap_slowdown": sim.overlap_slowdown,
     }
     report["functions"] = [
-        {"name": r.function, "label": r.label, **r.summary} for r in top
+        {"name": r.function, "label": r.label, **r.summary.as_dict()} for r in top
     ]
     report["nested_blocks"] = [
-        {"label": r.label, **r.summary} for r in results if not r.top_level
+        {"label": r.label, **r.summary.as_dict()} for r in results if not r.top_level
     ]
     report["cost_model"] = {"notes": list(notes)}
     report["pipeline"] = getattr(args, "passes", "") or ""

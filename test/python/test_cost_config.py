@@ -38,7 +38,7 @@ FLAGS = ["--cluster", "p3dn", "--gpus-per-node", "2", "--comm-streams", "2", "--
 ATTRS = ('lancet.cluster = "p3dn", lancet.gpus_per_node = 2 : i64, lancet.comm_streams = 2 : i64, '
          "lancet.overlap_slowdown = 1.250000e+00 : f64")
 OPTIONS = "cluster=p3dn gpus-per-node=2 comm-streams=2 overlap-slowdown=1.25"
-COSTING = ("dw-schedule", "lancet-schedule", "moe-partition", "simulate")
+COSTING = ("dw-schedule", "fuse-noncritical-comm", "lancet-schedule", "moe-partition", "simulate")
 
 
 def _with_attrs(text: str, extra: str) -> str:

@@ -35,7 +35,7 @@ from lancet_mlir.profile.roofline import matmul_time_us
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.kernels import run_kernel
 from lancet_mlir.runtime.loader import load_module
-from lancet_mlir.sim.timeline import TaskGraph, evaluate_fixed_order, list_schedule, summarize
+from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.trace import chrome_trace
 from lancet_mlir.support.errors import UserError
 
@@ -407,13 +407,13 @@ def test_summary_invariants_and_trace_validity(case, k: int, f: float) -> None:
     for tl, is_fixed in ((fixed, True), (list_schedule(g, d, num_comm_streams=k,
                                                        overlap_slowdown=f), False)):  # fmt: skip
         s = summarize(g, d, tl)
-        eps = 1e-9 * max(1.0, s["makespan_us"])
-        assert -eps <= s["exposed_comm_us"] <= s["comm_us"] + eps
-        assert s["overlap_us"] <= min(s["comm_us"], s["compute_us"]) + eps
-        assert s["compute_us"] + s["exposed_comm_us"] <= s["makespan_us"] + eps
-        assert s["makespan_us"] + eps >= s["lower_bound_us"]
+        eps = 1e-9 * max(1.0, s.makespan_us)
+        assert -eps <= s.exposed_comm_us <= s.comm_us + eps
+        assert s.overlap_us <= min(s.comm_us, s.compute_us) + eps
+        assert s.compute_us + s.exposed_comm_us <= s.makespan_us + eps
+        assert s.makespan_us + eps >= s.lower_bound_us
         if is_fixed:  # every op starts when its stream and its producers are done
-            assert s["critical_path_us"] == pytest.approx(s["makespan_us"], rel=1e-9, abs=1e-9)
+            assert s.critical_path_us == pytest.approx(s.makespan_us, rel=1e-9, abs=1e-9)
         events = [e for e in chrome_trace(g, d, tl)["traceEvents"] if e["ph"] == "X"]
         assert len(events) == sum(1 for x in d if x > 0)
         for e in events:

@@ -38,6 +38,8 @@ PIPELINES = [
     "comm-bucket-fusion{bucket-bytes=256}",
     "lancet-schedule",
     "dw-schedule",
+    "fuse-noncritical-comm",
+    "lancet-schedule{heuristic=fifo fusion=false}",
     "program-order",
     "ddp-bucket-schedule{bucket-bytes=512}",
     "tutel-pipeline",

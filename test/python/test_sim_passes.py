@@ -15,9 +15,9 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
+from lancet_mlir.sim import TaskGraph
 from lancet_mlir.sim.blocks import simulate_module
 from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule
-from lancet_mlir.sim.timeline import TaskGraph
 
 T = "tensor<64xf32>"
 
@@ -99,7 +99,7 @@ def test_simulate_module_labels_nested_blocks_and_bare_ops() -> None:
     assert results[1].timeline.end == [2.0, 5.0]
     bare = parse(f'%a = "test.op"() : () -> {T}\n%b = "test.op"(%a) : ({T}) -> {T}')
     results = simulate_module(bare, ByName({"a": 1.0, "b": 2.0}))
-    assert [(r.label, r.top_level, r.summary["makespan_us"]) for r in results] == [
+    assert [(r.label, r.top_level, r.summary.makespan_us) for r in results] == [
         ("<module>", True, 3.0)
     ]
 
@@ -147,7 +147,7 @@ def random_blocks(draw: st.DrawFn) -> str:
 
 def makespan(module) -> float:
     model = CostModel.from_config(CostConfig())
-    return sum(r.summary["makespan_us"] for r in simulate_module(module, model) if r.top_level)
+    return sum(r.summary.makespan_us for r in simulate_module(module, model) if r.top_level)
 
 
 @settings(max_examples=40, deadline=None)

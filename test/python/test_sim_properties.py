@@ -5,10 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lancet_mlir.sim.timeline import (
+from lancet_mlir.sim import (
     TaskGraph,
     Timeline,
-    _fixed_order_events,
     critical_path,
     evaluate_fixed_order,
     exposed_comm_us,
@@ -16,6 +15,7 @@ from lancet_mlir.sim.timeline import (
     lower_bound_us,
     overlap_us,
 )
+from lancet_mlir.sim.engine import _fixed_order_events
 
 # Durations are multiples of 0.5 so sums are exact in binary floating point.
 DURATIONS = st.integers(min_value=0, max_value=12).map(lambda k: k * 0.5)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lancet_mlir.sim.timeline import (
+from lancet_mlir.sim import (
     TaskGraph,
-    _fixed_order_events,
     busy_time,
     critical_path,
     evaluate_fixed_order,
@@ -18,6 +17,7 @@ from lancet_mlir.sim.timeline import (
     summarize,
     weight_update_first,
 )
+from lancet_mlir.sim.engine import _fixed_order_events
 
 
 def two_branches() -> tuple[TaskGraph, list[float]]:
@@ -153,18 +153,18 @@ def test_exposed_comm_overlap_and_lower_bound() -> None:
     assert longest_data_path_us(g, d) == 12.0
     assert lower_bound_us(g, d) == 12.0
     summary = summarize(g, d, tl)
-    assert summary["makespan_us"] == 17.0
-    assert summary["compute_us"] == 12.0
-    assert summary["comm_us"] == 10.0
-    assert summary["exposed_comm_us"] == 5.0
-    assert summary["overlap_us"] == 5.0
-    assert summary["lower_bound_us"] == 12.0
-    assert summary["num_ops"] == 6
-    assert summary["num_collectives"] == 2
+    assert summary.makespan_us == 17.0
+    assert summary.compute_us == 12.0
+    assert summary.comm_us == 10.0
+    assert summary.exposed_comm_us == 5.0
+    assert summary.overlap_us == 5.0
+    assert summary.lower_bound_us == 12.0
+    assert summary.num_ops == 6
+    assert summary.num_collectives == 2
     # a -> b (stream) -> c -> r2: 3 + 6 + 1 + 5 = 15 (u's wait is idle time, not on a path)
     assert critical_path(g, d, tl) == [0, 3, 4, 5]
-    assert summary["critical_path_len"] == 4
-    assert summary["critical_path_us"] == 15.0
+    assert summary.critical_path_len == 4
+    assert summary.critical_path_us == 15.0
 
 
 def test_exposed_comm_with_two_streams_counts_the_union() -> None:
@@ -271,4 +271,4 @@ def test_empty_graph() -> None:
     assert tl.order == []
     assert list_schedule(g, []).makespan_us == 0.0
     assert critical_path(g, [], tl) == []
-    assert summarize(g, [], tl)["makespan_us"] == 0.0
+    assert summarize(g, [], tl).makespan_us == 0.0

@@ -9,7 +9,7 @@ import time
 from helpers import parse
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.sim.timeline import TaskGraph, evaluate_fixed_order, list_schedule
+from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule
 from lancet_mlir.sim.trace import chrome_trace, gantt_png, gantt_png_blocks, merge_traces
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

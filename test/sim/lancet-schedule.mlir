@@ -1,7 +1,8 @@
-// RUN: lancet-opt %s -p lancet-schedule --split-input-file | filecheck %s
-// RUN: lancet-opt %s -p lancet-schedule,simulate --split-input-file | filecheck %s --check-prefix=SIM
+// RUN: lancet-opt %s -p "lancet-schedule{heuristic=fifo fusion=false max-seconds=0}" --split-input-file | filecheck %s
+// RUN: lancet-opt %s -p "lancet-schedule{heuristic=fifo fusion=false max-seconds=0},simulate" --split-input-file | filecheck %s --check-prefix=SIM
 
-// Lancet's profiled FIFO list schedule (lancet-algorithms.md §6.1), times from
+// Lancet's profiled FIFO list schedule alone (lancet-algorithms.md §6.1; no dW stage, no
+// fusion, no local search), times from
 // lancet.time_us; the result is kept only if it simulates strictly faster.
 
 // a(3) -> allreduce r(5) -> u(2), independent b(4). Input order a, r, u, b: 14 µs.

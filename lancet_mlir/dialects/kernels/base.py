@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from lancet_mlir.dialects.dtypes import DTYPE_BYTES
+
 DType = str
 """A data type name: "f16", "bf16", "f32", "f64", "i32", "i64" or "i1"."""
 
@@ -52,15 +54,8 @@ FLOAT_DTYPES: tuple[DType, ...] = ("f16", "bf16", "f32", "f64")
 INT_DTYPES: tuple[DType, ...] = ("i32", "i64")
 ALL_DTYPES: tuple[DType, ...] = (*FLOAT_DTYPES, *INT_DTYPES, "i1")
 
-_DTYPE_BYTES: dict[DType, int] = {
-    "f16": 2,
-    "bf16": 2,
-    "f32": 4,
-    "f64": 8,
-    "i32": 4,
-    "i64": 8,
-    "i1": 1,
-}
+_DTYPE_BYTES: dict[DType, int] = {d: DTYPE_BYTES[d] for d in ALL_DTYPES}
+"""Sizes of the registry's dtypes (the shared table, restricted to what kernels accept)."""
 
 PARTIAL = "partial"
 """Partition marker for an output whose parts are full-shape partial sums."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from lancet_mlir.dialects.dtypes import NUMPY_DTYPES
 from lancet_mlir.dialects.kernels import DType, KernelError, dtype_bytes
 
 Array = Any
@@ -31,17 +32,6 @@ Impl = Callable[[ArrayNamespace, list[Array], dict[str, Any]], list[Array]]
 
 IMPLEMENTATIONS: dict[str, Impl] = {}
 """Reference implementation of every kernel, by kernel name."""
-
-_NUMPY_DTYPES: dict[DType, type] = {
-    "f16": np.float16,
-    "bf16": np.float32,
-    "f32": np.float32,
-    "f64": np.float64,
-    "i32": np.int32,
-    "i64": np.int64,
-    "i1": np.bool_,
-}
-
 
 def implements(name: str) -> Callable[[Impl], Impl]:
     """Decorator registering the reference implementation of kernel `name`."""
@@ -58,13 +48,13 @@ def implements(name: str) -> Callable[[Impl], Impl]:
 def numpy_dtype(dtype: DType) -> np.dtype:
     """The numpy dtype a kernel of `dtype` computes in (bf16 computes in float32)."""
     dtype_bytes(dtype)  # validates the name
-    return np.dtype(_NUMPY_DTYPES[dtype])
+    return np.dtype(NUMPY_DTYPES[dtype])
 
 
 def dtype_of(a: Array) -> DType:
     """The registry dtype that an input array represents (its compute dtype)."""
     for name in ("f16", "f32", "f64", "i32", "i64", "i1"):
-        if a.dtype == _NUMPY_DTYPES[name]:
+        if a.dtype == NUMPY_DTYPES[name]:
             return name
     raise KernelError(f"unsupported array dtype {a.dtype}")
 

@@ -1,0 +1,430 @@
+"""The simulation engine: fixed-order evaluation and list scheduling of one block on a
+compute stream and k communication streams.
+
+Everything here works on plain Python data: a graph given as `preds`/`succs` (lists of node
+indices), `is_comm` flags, and one duration (µs) per node. `DataflowGraph` has that shape;
+`TaskGraph` is a light stand-in for tests and benchmarks. No IR is touched in any loop.
+
+Streams: stream 0 is the compute stream; collectives run on the communication streams
+1..k. Each stream executes one op at a time.
+
+**Fixed-order evaluation** (DESIGN.md "Semantics of order", lancet-algorithms.md §5.2). Ops
+launch in block order. A compute op goes to stream 0. A collective goes to the communication
+stream that frees earliest (the smallest end time of the last collective assigned to it),
+ties to the lowest stream id; collectives are assigned in block order, so with k = 1 this is
+simply "the comm stream". An op starts at `max(its stream is free, all producers ended)`.
+With `overlap_slowdown == 1.0` this is one O(V + E) pass over the order.
+
+**Overlap slowdown f >= 1.** A compute op progresses at rate 1/f while at least one
+collective runs (on any comm stream) and at rate 1 otherwise; collectives are never slowed.
+The compute op's end is integrated piecewise between events (op starts and ends): a compute
+op of duration d that runs alone for a µs and alongside a collective for b µs finishes when
+`a + b / f = d`. This needs an event-driven simulation (O((V + E) log V)). With f = 1.0 it
+gives exactly the plain formula: times are only added, never rescaled. Multi-stream
+assignment in the event simulation follows the same rule (a collective is assigned, in block
+order, to a comm stream as soon as one has nothing queued; among those, the one that freed
+earliest, then the lowest id), which equals the formula except possibly when collectives of
+duration 0 tie with a stream's release time.
+
+**List scheduling** (Lancet's `ScheduleGenerator`, lancet-algorithms.md §5.1), made
+deterministic: one ready queue for the compute stream and one for the comm streams, each
+max-priority first, ties by readiness time, then node index. Events (op ends) are processed
+in (time, launch sequence) order; all events of one instant are processed before the idle
+streams fetch new work, so ops made ready at time t compete for a stream freed at t. A
+collective takes the idle comm stream that freed earliest (ties: lowest id). Ops in the
+`delayed` set (default: Lancet's weight-update-first ops, i.e. consumers of an allreduce
+result) wait in a held queue until nothing else runs or is ready; then all held ops are
+released at once (phase 2) and no further op is delayed.
+
+**Launch order** (`Timeline.order`): all ops sorted by start time; at equal start compute
+before communication; then by launch sequence (the order in which the simulator launched
+them; for a fixed-order evaluation, the block order). A zero-duration collective and its
+compute consumer can start at the same instant: then the producer still comes first (the
+order is always a topological order of the data and stream-order edges).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
+
+
+# ---- input checks ----------------------------------------------------------------------------
+def _check_inputs(
+    graph: GraphLike, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float
+) -> int:
+    n = len(graph.preds)
+    if len(durations) != n:
+        raise ValueError(f"{len(durations)} durations for a graph of {n} ops")
+    for i, d in enumerate(durations):
+        if not (d >= 0.0 and math.isfinite(d)):
+            raise ValueError(f"duration of node {i} must be finite and >= 0, got {d}")
+    if num_comm_streams < 1:
+        raise ValueError(f"num_comm_streams must be >= 1, got {num_comm_streams}")
+    if not (overlap_slowdown >= 1.0 and math.isfinite(overlap_slowdown)):
+        raise ValueError(f"overlap_slowdown must be finite and >= 1.0, got {overlap_slowdown}")
+    return n
+
+
+def _check_order(order: Sequence[int], n: int) -> list[int]:
+    order = list(order)
+    seen = [False] * n
+    for i in order:
+        if not 0 <= i < n or seen[i]:
+            raise ValueError("order must be a permutation of the graph's nodes")
+        seen[i] = True
+    if len(order) != n:
+        raise ValueError("order must be a permutation of the graph's nodes")
+    return order
+
+
+# ---- fixed-order evaluation ------------------------------------------------------------------
+def evaluate_fixed_order(
+    graph: GraphLike,
+    durations: Sequence[float],
+    *,
+    num_comm_streams: int = 1,
+    overlap_slowdown: float = 1.0,
+    order: Sequence[int] | None = None,
+) -> Timeline:
+    """Simulate ops launched in `order` (default: node order = block order).
+
+    See the module docstring for the exact semantics. Raises ValueError if the order uses a
+    value before its producer ran (not a topological order).
+    """
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown)
+    seq = list(range(n)) if order is None else _check_order(order, n)
+    if overlap_slowdown == 1.0:
+        return _fixed_order_plain(graph, durations, seq, num_comm_streams)
+    return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown)
+
+
+def _fixed_order_plain(
+    graph: GraphLike, durations: Sequence[float], order: list[int], k: int
+) -> Timeline:
+    """The O(V + E) formula: start = max(stream free, producers' end)."""
+    n = len(order)
+    preds, is_comm = graph.preds, graph.is_comm
+    start = [0.0] * n
+    end = [0.0] * n
+    stream = [0] * n
+    launch_seq = [0] * n
+    placed = [False] * n
+    free = [0.0] * (k + 1)
+    chains: list[list[int]] = [[] for _ in range(k + 1)]
+    for pos, i in enumerate(order):
+        ready = 0.0
+        for p in preds[i]:
+            if not placed[p]:
+                raise ValueError(f"order launches node {i} before its producer {p}")
+            if end[p] > ready:
+                ready = end[p]
+        s = (1 if k == 1 else _earliest_free(free, k)) if is_comm[i] else 0
+        t = free[s] if free[s] > ready else ready
+        start[i] = t
+        end[i] = free[s] = t + durations[i]
+        stream[i] = s
+        launch_seq[i] = pos
+        placed[i] = True
+        chains[s].append(i)
+    makespan = max(end, default=0.0)
+    return Timeline(start, end, stream, launch_seq, chains, makespan, k, 1.0, graph.preds)
+
+
+def _earliest_free(free: list[float], k: int) -> int:
+    best = 1
+    for s in range(2, k + 1):
+        if free[s] < free[best]:
+            best = s
+    return best
+
+
+class _Engine:
+    """Event-driven core shared by the fixed-order evaluator (slowdown) and list scheduler.
+
+    Tracks the time, the running compute op (with its predicted end under the current
+    rate), running collectives (a heap of (end, seq, node, stream)), per-node counts of
+    unfinished producers, and the resulting timeline.
+    """
+
+    def __init__(self, graph: GraphLike, durations: Sequence[float], k: int, f: float):
+        n = len(graph.preds)
+        self.graph = graph
+        self.dur = durations
+        self.k = k
+        self.f = f
+        self.waiting = [len(ps) for ps in graph.preds]
+        self.start = [0.0] * n
+        self.end = [0.0] * n
+        self.stream = [-1] * n
+        self.seq = [-1] * n
+        self.finished = [False] * n
+        self.chains: list[list[int]] = [[] for _ in range(k + 1)]
+        self.t = 0.0
+        self.next_seq = 0
+        self.done = 0
+        self.comp_node = -1
+        self.comp_end = 0.0
+        self.comp_factor = 1.0
+        self.comm_heap: list[tuple[float, int, int, int]] = []
+        self.comm_busy = [False] * (k + 1)
+        self.free_at = [0.0] * (k + 1)
+        self.active_comm = 0
+
+    def idle_comm_stream(self) -> int:
+        """The idle comm stream that freed earliest (ties: lowest id), or -1."""
+        best = -1
+        for s in range(1, self.k + 1):
+            if not self.comm_busy[s] and (best < 0 or self.free_at[s] < self.free_at[best]):
+                best = s
+        return best
+
+    def launch(self, i: int, s: int) -> None:
+        """Start node `i` on stream `s` now."""
+        t = self.t
+        self.start[i] = t
+        self.stream[i] = s
+        self.seq[i] = self.next_seq
+        self.next_seq += 1
+        self.chains[s].append(i)
+        if s == COMPUTE_STREAM:
+            self.comp_node = i
+            self.comp_factor = self.f if self.active_comm else 1.0
+            self.comp_end = t + self.dur[i] * self.comp_factor
+            return
+        self.comm_busy[s] = True
+        self.active_comm += 1
+        heapq.heappush(self.comm_heap, (t + self.dur[i], self.seq[i], i, s))
+
+    def update_rate(self) -> None:
+        """Re-predict the running compute op's end after communication started or stopped."""
+        if self.comp_node < 0 or self.f == 1.0:
+            return
+        factor = self.f if self.active_comm else 1.0
+        if factor == self.comp_factor:
+            return
+        t = self.t
+        # remaining work (µs at full speed) = time left at the old rate / old factor
+        self.comp_end = t + (self.comp_end - t) / self.comp_factor * factor
+        self.comp_factor = factor
+
+    def pop_finished(self) -> list[int] | None:
+        """Advance to the next event time and finish every op ending then, in launch order.
+
+        Returns None when nothing runs.
+        """
+        running_comp = self.comp_node >= 0
+        if not running_comp and not self.comm_heap:
+            return None
+        t = self.comp_end if running_comp else math.inf
+        if self.comm_heap and self.comm_heap[0][0] < t:
+            t = self.comm_heap[0][0]
+        batch: list[tuple[int, int, int]] = []
+        while self.comm_heap and self.comm_heap[0][0] == t:
+            _, seq, i, s = heapq.heappop(self.comm_heap)
+            batch.append((seq, i, s))
+        if running_comp and self.comp_end == t:
+            batch.append((self.seq[self.comp_node], self.comp_node, COMPUTE_STREAM))
+        batch.sort()
+        self.t = t
+        out: list[int] = []
+        for _, i, s in batch:
+            self.end[i] = t
+            self.finished[i] = True
+            self.done += 1
+            if s == COMPUTE_STREAM:
+                self.comp_node = -1
+            else:
+                self.comm_busy[s] = False
+                self.free_at[s] = t
+                self.active_comm -= 1
+            out.append(i)
+        return out
+
+    def timeline(self) -> Timeline:
+        """The finished timeline; raises ValueError if some op could never start."""
+        n = len(self.start)
+        if self.done != n:
+            stuck = next(i for i in range(n) if not self.finished[i])
+            raise ValueError(
+                f"node {stuck} never ran: the order is not executable (cycle or use before definition)"
+            )
+        makespan = max(self.end, default=0.0)
+        return Timeline(
+            self.start, self.end, self.stream, self.seq, self.chains, makespan, self.k, self.f,
+            self.graph.preds,
+        )
+
+
+class _Policy(Protocol):
+    def on_ready(self, i: int, t: float) -> None: ...
+
+    def fetch(self, e: _Engine) -> None: ...
+
+    def release(self) -> bool: ...
+
+
+def _run(engine: _Engine, policy: _Policy) -> Timeline:
+    """The event loop: fetch work for idle streams, advance to the next event, repeat."""
+    succs = engine.graph.succs
+    waiting = engine.waiting
+    for i, w in enumerate(waiting):
+        if w == 0:
+            policy.on_ready(i, 0.0)
+    policy.fetch(engine)
+    engine.update_rate()
+    while True:
+        finished = engine.pop_finished()
+        if finished is None:
+            if not policy.release():
+                break
+        else:
+            t = engine.t
+            for i in finished:
+                for s in succs[i]:
+                    waiting[s] -= 1
+                    if waiting[s] == 0:
+                        policy.on_ready(s, t)
+        policy.fetch(engine)
+        engine.update_rate()
+    return engine.timeline()
+
+
+class _FixedOrderPolicy:
+    """Launch compute ops and collectives in the given order (one in-order queue each)."""
+
+    def __init__(self, engine: _Engine, order: list[int]):
+        is_comm = engine.graph.is_comm
+        self.comp = [i for i in order if not is_comm[i]]
+        self.comm = [i for i in order if is_comm[i]]
+        self.next_comp = 0
+        self.next_comm = 0
+        self.assigned = [-1] * (engine.k + 1)  # collective queued or running on stream s
+
+    def on_ready(self, i: int, t: float) -> None:
+        """Readiness is read from the engine's counters when the op reaches a queue head."""
+
+    def release(self) -> bool:
+        """Nothing is ever held back."""
+        return False
+
+    def fetch(self, e: _Engine) -> None:
+        """Start the queue heads whose stream is idle and whose producers have all ended."""
+        if e.comp_node < 0 and self.next_comp < len(self.comp):
+            i = self.comp[self.next_comp]
+            if e.waiting[i] == 0:
+                e.launch(i, COMPUTE_STREAM)
+                self.next_comp += 1
+        assigned = self.assigned
+        for s in range(1, e.k + 1):
+            if assigned[s] >= 0 and e.finished[assigned[s]]:
+                assigned[s] = -1
+        while self.next_comm < len(self.comm):
+            s = self._empty_stream(e)
+            if s < 0:
+                break
+            assigned[s] = self.comm[self.next_comm]
+            self.next_comm += 1
+        for s in range(1, e.k + 1):
+            i = assigned[s]
+            if i >= 0 and not e.comm_busy[s] and e.stream[i] < 0 and e.waiting[i] == 0:
+                e.launch(i, s)
+
+    def _empty_stream(self, e: _Engine) -> int:
+        best = -1
+        for s in range(1, e.k + 1):
+            if self.assigned[s] < 0 and (best < 0 or e.free_at[s] < e.free_at[best]):
+                best = s
+        return best
+
+
+def _fixed_order_events(
+    graph: GraphLike, durations: Sequence[float], order: list[int], k: int, f: float
+) -> Timeline:
+    engine = _Engine(graph, durations, k, f)
+    return _run(engine, _FixedOrderPolicy(engine, order))
+
+
+# ---- list scheduling ---------------------------------------------------------------------------
+class _ListPolicy:
+    """Lancet's list scheduler: per-stream ready heaps keyed (-priority, ready time, index)."""
+
+    def __init__(self, is_comm: list[bool], priorities: Sequence[float], delayed: list[bool]):
+        self.is_comm = is_comm
+        self.priorities = priorities
+        self.delayed = delayed
+        self.ready: tuple[list[tuple[float, float, int]], ...] = ([], [])
+        self.held: list[tuple[float, float, int]] = []
+        self.released = not any(delayed)
+
+    def on_ready(self, i: int, t: float) -> None:
+        """Queue a newly ready op (held back if it is delayed and phase 2 has not begun)."""
+        entry = (-self.priorities[i], t, i)
+        if not self.released and self.delayed[i]:
+            self.held.append(entry)
+            return
+        heapq.heappush(self.ready[1 if self.is_comm[i] else 0], entry)
+
+    def release(self) -> bool:
+        """Phase 2: move every held op to its ready queue; False if nothing was held."""
+        if self.released or not self.held:
+            return False
+        self.released = True
+        for entry in self.held:
+            heapq.heappush(self.ready[1 if self.is_comm[entry[2]] else 0], entry)
+        self.held = []
+        return True
+
+    def fetch(self, e: _Engine) -> None:
+        """Start the best ready op on each idle stream."""
+        comp_q, comm_q = self.ready
+        if e.comp_node < 0 and comp_q:
+            e.launch(heapq.heappop(comp_q)[2], COMPUTE_STREAM)
+        while comm_q:
+            s = e.idle_comm_stream()
+            if s < 0:
+                break
+            e.launch(heapq.heappop(comm_q)[2], s)
+
+
+def weight_update_first(graph: GraphLike) -> list[int]:
+    """Ops that consume an allreduce result (Lancet's `IsWeightUpdateFirstOp`, §1.4)."""
+    kinds = graph.comm_kind
+    return [
+        i for i, ps in enumerate(graph.preds) if any(kinds[p] == "allreduce" for p in ps)
+    ]
+
+
+def list_schedule(
+    graph: GraphLike,
+    durations: Sequence[float],
+    *,
+    priorities: Sequence[float] | None = None,
+    delayed: Iterable[int] | None = None,
+    num_comm_streams: int = 1,
+    overlap_slowdown: float = 1.0,
+) -> Timeline:
+    """Lancet's list scheduler (lancet-algorithms.md §5.1), deterministic.
+
+    `priorities` (default all equal): larger runs first. `delayed` (default
+    `weight_update_first(graph)`): held back until nothing else can run. Raises ValueError
+    if the graph has a cycle.
+    """
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown)
+    prio = [0.0] * n if priorities is None else list(priorities)
+    if len(prio) != n:
+        raise ValueError(f"{len(prio)} priorities for a graph of {n} ops")
+    held = [False] * n
+    for i in weight_update_first(graph) if delayed is None else delayed:
+        if not 0 <= i < n:
+            raise ValueError(f"delayed node {i} out of range")
+        held[i] = True
+    engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown)
+    return _run(engine, _ListPolicy(graph.is_comm, prio, held))
+
+
+# ---- analysis ----------------------------------------------------------------------------------

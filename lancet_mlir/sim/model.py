@@ -1,0 +1,149 @@
+"""The simulator's data model: what a graph must provide (`GraphLike`), a plain graph
+(`TaskGraph`), and the simulated execution of a block (`Timeline`).
+
+Streams: stream 0 is the compute stream (`COMPUTE_STREAM`); collectives run on the
+communication streams 1..k. **Launch order** (`Timeline.order`): all ops sorted by start time;
+at equal start compute before communication; then by launch sequence (the order in which the
+simulator launched them; for a fixed-order evaluation, the block order). A zero-duration
+collective and its compute consumer can start at the same instant: then the producer still
+comes first (the order is always a topological order of the data and stream-order edges).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+COMPUTE_STREAM = 0
+"""Stream id of the compute stream; communication streams are 1..k."""
+
+
+class GraphLike(Protocol):
+    """What the simulator reads from a graph: per-node producer/consumer lists, comm flags and
+    collective kinds (`comm_kind[i]`: `allreduce`, `all_to_all`, ..., None for compute).
+    `DataflowGraph`, `TaskGraph` and the optimizers' `Problem` have these fields."""
+
+    preds: list[list[int]]
+    succs: list[list[int]]
+    is_comm: list[bool]
+    comm_kind: list[str | None]
+
+
+@dataclass
+class TaskGraph:
+    """A plain DAG with the fields the simulator needs (for tests, benchmarks, tools).
+
+    `comm_kind[i]` is the collective kind of a comm node (`allreduce`, `all_to_all`, ...)
+    and None for compute; it drives the default delayed set of `list_schedule`.
+    """
+
+    preds: list[list[int]]
+    succs: list[list[int]]
+    is_comm: list[bool]
+    comm_kind: list[str | None]
+
+    @classmethod
+    def from_edges(
+        cls,
+        num_nodes: int,
+        edges: Iterable[tuple[int, int]],
+        comm: Iterable[int] | dict[int, str] = (),
+    ) -> TaskGraph:
+        """Build from (producer, consumer) pairs; `comm` lists the collectives (a dict maps
+        each to its kind, a plain iterable makes them allreduces)."""
+        kinds: list[str | None] = [None] * num_nodes
+        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm, "allreduce")
+        for i, kind in comm_map.items():
+            kinds[i] = kind
+        pred_sets: list[set[int]] = [set() for _ in range(num_nodes)]
+        for p, c in edges:
+            if p == c:
+                raise ValueError(f"self edge on node {p}")
+            pred_sets[c].add(p)
+        preds = [sorted(s) for s in pred_sets]
+        succs: list[list[int]] = [[] for _ in range(num_nodes)]
+        for c, ps in enumerate(preds):
+            for p in ps:
+                succs[p].append(c)
+        return cls(preds, succs, [k is not None for k in kinds], kinds)
+
+    def __len__(self) -> int:
+        return len(self.preds)
+
+
+@dataclass
+class Timeline:
+    """The simulated execution of one block.
+
+    Lists are indexed by node: `start`/`end` in µs, `stream` (0 compute, 1..k comm) and
+    `launch_seq` (the order in which the simulator launched the ops). `chains[s]` is the
+    launch order on stream s. `order` is the total launch order (see the module docstring).
+    """
+
+    start: list[float]
+    end: list[float]
+    stream: list[int]
+    launch_seq: list[int]
+    chains: list[list[int]]
+    makespan_us: float
+    num_comm_streams: int = 1
+    overlap_slowdown: float = 1.0
+    preds: list[list[int]] = field(default_factory=list, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @cached_property
+    def order(self) -> list[int]:
+        """Total launch order: by start, compute before comm, then launch sequence."""
+        n = len(self.start)
+        key = [(self.start[i], self.stream[i] > 0, self.launch_seq[i]) for i in range(n)]
+        order = sorted(range(n), key=key.__getitem__)
+        if self._respects_edges(order):
+            return order
+        return self._topological_by_key(key)
+
+    def chain_pred(self) -> list[int]:
+        """For each node, the op launched just before it on its stream (-1 if first)."""
+        prev = [-1] * len(self.start)
+        for chain in self.chains:
+            for a, b in zip(chain, chain[1:], strict=False):
+                prev[b] = a
+        return prev
+
+    def _respects_edges(self, order: Sequence[int]) -> bool:
+        position = [0] * len(order)
+        for k, i in enumerate(order):
+            position[i] = k
+        for chain in self.chains:
+            if any(position[a] > position[b] for a, b in zip(chain, chain[1:], strict=False)):
+                return False
+        return all(position[p] < position[i] for i, ps in enumerate(self.preds) for p in ps)
+
+    def _topological_by_key(self, key: list[tuple[float, bool, int]]) -> list[int]:
+        # Only reached when zero-duration ops of different streams tie at one instant.
+        n = len(key)
+        chain_prev = self.chain_pred()
+        succs: list[list[int]] = [[] for _ in range(n)]
+        indeg = [0] * n
+        for i in range(n):
+            incoming = list(self.preds[i]) if self.preds else []
+            if chain_prev[i] >= 0:
+                incoming.append(chain_prev[i])
+            for p in incoming:
+                succs[p].append(i)
+            indeg[i] = len(incoming)
+        heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
+        heapq.heapify(heap)
+        order: list[int] = []
+        while heap:
+            _, i = heapq.heappop(heap)
+            order.append(i)
+            for s in succs[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, (key[s], s))
+        return order

@@ -1,0 +1,94 @@
+"""One home per concept: the shared dtype table, the bitset reachability utilities and the
+typed timeline summary (issue #8 section 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float32Type,
+    Float80Type,
+    IndexType,
+    IntegerType,
+    Signedness,
+    f64,
+    i1,
+    i64,
+)
+
+from lancet_mlir.dialects.comm import element_bytes
+from lancet_mlir.dialects.dtypes import DTYPE_BYTES, NUMPY_DTYPES, element_name
+from lancet_mlir.dialects.kernels import dtype_bytes
+from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits, topological_order
+from lancet_mlir.optimize.chains import reachability
+from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.runtime.values import numpy_dtype_of
+from lancet_mlir.sim import TaskGraph, TimelineSummary, evaluate_fixed_order, summarize
+
+
+def test_one_dtype_table_serves_comm_registry_and_runtime() -> None:
+    assert element_name(Float32Type()) == "f32"
+    assert element_name(BFloat16Type()) == "bf16"
+    assert element_name(IntegerType(32, Signedness.SIGNED)) == "i32"
+    assert element_name(IndexType()) == "i64"
+    assert element_name(i1) == "i1"
+    assert element_name(Float80Type()) is None
+    for ty, name in ((f64, "f64"), (i64, "i64"), (BFloat16Type(), "bf16"), (IntegerType(16), "i16")):
+        assert element_bytes(ty) == DTYPE_BYTES[name]
+        assert numpy_dtype_of(ty) == np.dtype(NUMPY_DTYPES[name])
+    assert numpy_dtype_of(BFloat16Type()) == np.dtype(np.float32)  # numpy has no bfloat16
+    assert dtype_bytes("bf16") == 2
+    with pytest.raises(ValueError, match="i16"):
+        dtype_bytes("i16")  # in the table, but no kernel takes it
+
+
+@st.composite
+def dags(draw: st.DrawFn) -> tuple[list[list[int]], list[list[int]]]:
+    n = draw(st.integers(0, 12))
+    preds = [sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else [] for i in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for c, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(c)
+    return preds, succs
+
+
+def _closure(edges: list[list[int]], start: int) -> set[int]:
+    seen: set[int] = set()
+    stack = list(edges[start])
+    while stack:
+        v = stack.pop()
+        if v not in seen:
+            seen.add(v)
+            stack.extend(edges[v])
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags())
+def test_bitset_reachability_matches_graph_search(graph: tuple[list[list[int]], list[list[int]]]) -> None:
+    preds, succs = graph
+    order = topological_order(preds, succs)
+    anc, desc = ancestor_bits(preds, order), descendant_bits(succs, order)
+    for v in range(len(preds)):
+        assert set(bits_of(desc[v])) == _closure(succs, v)
+        assert set(bits_of(anc[v])) == _closure(preds, v)
+    problem = Problem(preds, succs, [None] * len(preds), [1.0] * len(preds))
+    assert reachability(problem) == (anc, desc)  # the optimizers use the same utilities
+
+
+def test_topological_order_rejects_a_cycle() -> None:
+    with pytest.raises(ValueError, match="cycle"):
+        topological_order([[1], [0]], [[1], [0]])
+
+
+def test_summary_is_typed() -> None:
+    g = TaskGraph.from_edges(3, [(0, 1), (1, 2)], comm=[1])
+    durations = [3.0, 5.0, 2.0]
+    summary = summarize(g, durations, evaluate_fixed_order(g, durations))
+    assert isinstance(summary, TimelineSummary)
+    assert (summary.makespan_us, summary.exposed_comm_us, summary.num_collectives) == (10.0, 5.0, 1)
+    assert summary.as_dict()["compute_us"] == 5.0

@@ -1,0 +1,55 @@
+// RUN: lancet-opt %s -p fuse-noncritical-comm --split-input-file | filecheck %s
+// RUN: lancet-opt %s -p fuse-noncritical-comm,simulate --split-input-file | filecheck %s --check-prefix=SIM
+
+// Lancet's non-critical all-reduce fusion (lancet-algorithms.md §7.5). Compute times from
+// lancet.time_us; the fused all-reduce (512 bytes, 8 ranks) is priced by the default (h100)
+// comm table: 36.46 µs.
+// r1 and r2 (20 µs each) run under the 100 µs compute op %c: merged, the fused op [2,38.46]
+// still ends long before u1 and u2 need it; makespan 104 µs either way, one op fewer.
+module attributes {lancet.world_size = 8 : i64} {
+func.func @off_critical_path(%x: tensor<64xf32>, %y: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %w1 = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %w2 = "test.op"(%y) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r1 = comm.allreduce %w1 {lancet.time_us = 20.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r2 = comm.allreduce %w2 {lancet.time_us = 20.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %c = "test.op"(%x) {lancet.time_us = 100.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u1 = "test.op"(%r1) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u2 = "test.op"(%r2) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  func.return %u1, %u2, %c : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+}
+// CHECK-LABEL: func.func @off_critical_path
+// CHECK-NEXT:    %w1 = "test.op"(%x)
+// CHECK-NEXT:    %w2 = "test.op"(%y)
+// CHECK-NEXT:    %c = "test.op"(%x)
+// CHECK-NEXT:    %r1, %r2 = comm.allreduce %w1, %w2
+// CHECK-NEXT:    %u1 = "test.op"(%r1)
+// CHECK-NEXT:    %u2 = "test.op"(%r2)
+// SIM-LABEL: func.func @off_critical_path
+// SIM-SAME:    lancet.makespan_us = 1.040000e+02 : f64
+
+// -----
+
+// 4 MiB gradients measured at 20 µs each (lancet.time_us), but the table prices the fused
+// 8 MiB all-reduce at more than their sum: r1 [1,21] u1 [21,22], r2 [21,41] u2 [41,42] is
+// 42 µs, the fused op (104.7 µs) would end later; nothing is merged.
+module attributes {lancet.world_size = 8 : i64} {
+func.func @on_critical_path(%x: tensor<1048576xf32>, %y: tensor<1048576xf32>) -> (tensor<1048576xf32>, tensor<1048576xf32>, tensor<1048576xf32>) {
+  %w1 = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %w2 = "test.op"(%y) {lancet.time_us = 1.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %r1 = comm.allreduce %w1 {lancet.time_us = 20.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %r2 = comm.allreduce %w2 {lancet.time_us = 20.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %c = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %u1 = "test.op"(%r1) {lancet.time_us = 1.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  %u2 = "test.op"(%r2) {lancet.time_us = 1.0 : f64} : (tensor<1048576xf32>) -> tensor<1048576xf32>
+  func.return %u1, %u2, %c : tensor<1048576xf32>, tensor<1048576xf32>, tensor<1048576xf32>
+}
+}
+// CHECK-LABEL: func.func @on_critical_path
+// CHECK-NEXT:    %w1 = "test.op"(%x)
+// CHECK-NEXT:    %w2 = "test.op"(%y)
+// CHECK-NEXT:    %r1 = comm.allreduce %w1
+// CHECK-NEXT:    %r2 = comm.allreduce %w2
+// CHECK-NEXT:    %c = "test.op"(%x)
+// SIM-LABEL: func.func @on_critical_path
+// SIM-SAME:    lancet.makespan_us = 4.200000e+01 : f64
