@@ -10,8 +10,9 @@ The testbeds are the `p3dn` and `p4de` cluster presets (`lancet_mlir.profile.clu
 device, 8 GPUs per node, inter-node network per GPU).
 
 Per configuration: program order, FIFO (`data-parallel-schedule`), the best Tutel degree
-(2, 4, 8), dW only (`lancet-schedule{partition=none fusion=false}`), the full pipeline
-(`lancet-schedule{partition=none}`), the lower bound max(Σcompute, Σcomm), exposed
+(2, 4, 8), the ablation — dW only (`lancet-schedule{partition=none fusion=false}`),
+partition only (`moe-partition`), no partition (`lancet-schedule{partition=none}`) — and the
+full pipeline (`lancet-schedule`, partition=dp), the lower bound max(Σcompute, Σcomm), exposed
 communication of each, and the optimizer's wall time. Writes `headline.json` and
 `headline.md` into --out (default bench/results).
 """
@@ -46,7 +47,9 @@ PIPELINES = [
     Pipeline("Tutel 4", "tutel-pipeline{degree=4}", baseline=True),
     Pipeline("Tutel 8", "tutel-pipeline{degree=8}", baseline=True),
     Pipeline("dW only", "lancet-schedule{partition=none fusion=false}", baseline=False),
-    Pipeline("full", "lancet-schedule{partition=none}", baseline=False),
+    Pipeline("partition only", "moe-partition", baseline=False),
+    Pipeline("no partition", "lancet-schedule{partition=none}", baseline=False),
+    Pipeline("full", "lancet-schedule", baseline=False),
 ]
 
 
@@ -71,36 +74,40 @@ def row(entry: dict) -> dict:
     out = {"config": entry["config"], "lower_bound_ms": lower / 1000,
            "best_tutel": tutel["name"]}  # fmt: skip
     for key, p in (("program", base), ("fifo", by["FIFO"]), ("tutel", tutel),
-                   ("dw_only", by["dW only"]), ("full", by["full"])):  # fmt: skip
+                   ("dw_only", by["dW only"]), ("partition_only", by["partition only"]),
+                   ("no_partition", by["no partition"]), ("full", by["full"])):  # fmt: skip
         out[f"{key}_ms"] = p["makespan_us"] / 1000
         out[f"{key}_exposed_ms"] = p["exposed_comm_us"] / 1000
         out[f"{key}_optimizer_s"] = p["optimizer_s"]
     out["full_exposed_vs_program"] = by["full"]["exposed_comm_us"] / base["exposed_comm_us"]
+    out["full_speedup_vs_tutel"] = tutel["makespan_us"] / by["full"]["makespan_us"]
     return out
 
 
 def markdown(rows: list[dict]) -> str:
     """The two tables of docs/benchmarks.md (makespans, exposed communication)."""
     lines = [
-        "| config | program order | FIFO | best Tutel | dW only | full | lower bound |",
-        "|---|---|---|---|---|---|---|",
+        "| config | program order | FIFO | best Tutel | dW only | partition only | no partition | full | full vs Tutel | lower bound |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['config']} | {r['program_ms']:.1f} | {r['fifo_ms']:.1f} | "
-            f"{r['tutel_ms']:.1f} ({r['best_tutel']}) | {r['dw_only_ms']:.1f} | {r['full_ms']:.1f} | "
-            f"{r['lower_bound_ms']:.1f} |"
+            f"{r['tutel_ms']:.1f} ({r['best_tutel']}) | {r['dw_only_ms']:.1f} | "
+            f"{r['partition_only_ms']:.1f} | {r['no_partition_ms']:.1f} | {r['full_ms']:.1f} | "
+            f"{r['full_speedup_vs_tutel']:.2f}x | {r['lower_bound_ms']:.1f} |"
         )
     lines += [
         "",
-        "| config | exposed: program | FIFO | best Tutel | dW only | full | full / program | optimizer s (dW only, full) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| config | exposed: program | FIFO | best Tutel | dW only | partition only | no partition | full | full / program | optimizer s (no partition, full) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['config']} | {r['program_exposed_ms']:.1f} | {r['fifo_exposed_ms']:.1f} | "
-            f"{r['tutel_exposed_ms']:.1f} | {r['dw_only_exposed_ms']:.1f} | {r['full_exposed_ms']:.1f} | "
-            f"{100 * r['full_exposed_vs_program']:.0f}% | {r['dw_only_optimizer_s']:.1f}, {r['full_optimizer_s']:.1f} |"
+            f"{r['tutel_exposed_ms']:.1f} | {r['dw_only_exposed_ms']:.1f} | "
+            f"{r['partition_only_exposed_ms']:.1f} | {r['no_partition_exposed_ms']:.1f} | {r['full_exposed_ms']:.1f} | "
+            f"{100 * r['full_exposed_vs_program']:.0f}% | {r['no_partition_optimizer_s']:.1f}, {r['full_optimizer_s']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -51,15 +51,26 @@ def evaluation_budget(max_seconds: float, graph: DataflowGraph) -> int:
     return int(max_seconds * EVAL_UNITS_PER_SECOND / size)
 
 
-def partition_stage(partition: str, ctx: Context, module: ModuleOp) -> None:
+def partition_stage(
+    partition: str, ctx: Context, module: ModuleOp, cost: CostOptions | None = None
+) -> None:
     """The partition stage of §1.4, run on the module before the scheduling stages.
 
-    `none` leaves the module alone; `dp` and `range` (MoE partitioning, Lancet §8) plug in
-    here.
+    `none` leaves the module alone; `dp` and `range` run `moe-partition{algo=...}` (Lancet
+    §8, forward and backward MoE layers) with the same cost options as the calling pass, so
+    both stages cost the module alike.
     """
     if partition == "none":
         return
-    raise PassFailedException(f"lancet-schedule: partition={partition} is not available yet")
+    from lancet_mlir.passes.moe_partition import MoePartitionPass
+
+    inherited = {} if cost is None else cost_options_of(cost)
+    MoePartitionPass(algo=partition, **inherited).apply(ctx, module)
+
+
+def cost_options_of(cost: CostOptions) -> dict[str, object]:
+    """The `CostOptions` fields of a pass, to hand the same cost model to another pass."""
+    return {f.name: getattr(cost, f.name) for f in fields(CostOptions)}
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
 
     Options:
       heuristic=fifo|dw    initial schedule (default dw)
-      partition=none       partition stage (dp and range: not available yet; default none)
+      partition=dp|range|none  partition stage: `moe-partition{algo=...}` on the module
+                           first (default dp; none = schedule only)
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off)
       device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
@@ -101,7 +113,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     name = "lancet-schedule"
 
     heuristic: str = "dw"
-    partition: str = "none"
+    partition: str = "dp"
     fusion: bool = True
     max_seconds: float | int = 10.0
 
@@ -110,7 +122,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         options = self.sim_options(op)
         cost_model = self.cost_model(op)
         check_dominance(op)
-        partition_stage(self.partition, ctx, op)
+        partition_stage(self.partition, ctx, op, self)
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)
             if len(graph) < 2:
