@@ -5,16 +5,22 @@ upward-rank list schedule and the dW schedule (placement + gap filling). The sta
 improved in order of their makespan (best first) by the critical-path local search
 (`local_search`); each gets an equal share of the evaluation budget still left, so what a
 start leaves unused (it reached a local optimum) goes to the next ones. The best result
-wins (ties: the better start). The budget counts chain evaluations, so results are
-deterministic.
+wins (ties: the better start). What budget is left then goes to an iterated local search:
+the best chains are perturbed (a few ops moved to other positions of their stream, drawn
+from a fixed-seed generator) and improved again; a better result replaces the best. It stops
+after `KICKS_WITHOUT_GAIN` perturbations in a row bring nothing, or when the budget is spent.
+The critical-path moves alone get stuck in local optima that need two coordinated moves
+(e.g. an all-reduce and the dW op that has to make room for it). The budget counts chain
+evaluations and the generator is seeded, so results are deterministic.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lancet_mlir.optimize.chains import block_order, evaluate_chains, split_chains
+from lancet_mlir.optimize.chains import ChainTimes, block_order, evaluate_chains, split_chains
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.local_search import improve
 from lancet_mlir.optimize.problem import Problem
@@ -74,4 +80,79 @@ def search_schedule(
         if best is None or times.makespan_us < best.makespan_us:
             best = SearchOutcome(block_order(problem, comp, comm, times.start), times.makespan_us, name, 0)
     assert best is not None
+    comp, comm = split_chains(problem.is_comm, best.order)
+    kicked = _kick_search(problem, comp, comm, best.makespan_us, budget - spent, progress)
+    spent += kicked.evaluations
+    if kicked.times is not None and kicked.times.makespan_us < best.makespan_us - 1e-9:
+        order = block_order(problem, kicked.comp, kicked.comm, kicked.times.start)
+        return SearchOutcome(order, kicked.times.makespan_us, f"{best.start}+kicks", spent)
     return SearchOutcome(best.order, best.makespan_us, best.start, spent)
+
+
+KICKS_WITHOUT_GAIN = 100
+"""Perturbations in a row without a better schedule after which the iterated search stops."""
+
+KICK_MOVES = 3
+"""Ops moved by one perturbation."""
+
+KICK_SEED = 20240601
+"""Seed of the perturbation generator (fixed: the search is deterministic)."""
+
+
+@dataclass
+class _Kicked:
+    comp: list[int]
+    comm: list[int]
+    times: ChainTimes | None
+    evaluations: int
+
+
+def _kick_search(
+    problem: Problem,
+    comp: list[int],
+    comm: list[int],
+    makespan_us: float,
+    budget: int,
+    progress: Callable[[int], None] | None,
+) -> _Kicked:
+    """Iterated local search from the best chains (module docstring)."""
+    rng = random.Random(KICK_SEED)
+    best = _Kicked(comp, comm, None, 0)
+    best_makespan = makespan_us
+    idle = 0
+    while idle < KICKS_WITHOUT_GAIN and budget - best.evaluations > 0:
+        kicked = _perturb(problem, best.comp, best.comm, rng)
+        best.evaluations += 1
+        if kicked is None:
+            idle += 1
+            continue
+        share = min(budget - best.evaluations, max(1, budget // (4 * KICKS_WITHOUT_GAIN)))
+        result = improve(problem, kicked[0], kicked[1], share, progress)
+        best.evaluations += result.evaluations
+        if result.times.makespan_us <= best_makespan:
+            # equal makespans are accepted too (a walk along the plateau), but only a
+            # strictly better one resets the count of idle perturbations
+            gained = result.times.makespan_us < best_makespan
+            best = _Kicked(result.comp, result.comm, result.times, best.evaluations)
+            best_makespan = result.times.makespan_us
+            idle = 0 if gained else idle + 1
+        else:
+            idle += 1
+    return best
+
+
+def _perturb(
+    problem: Problem, comp: list[int], comm: list[int], rng: random.Random
+) -> tuple[list[int], list[int]] | None:
+    """`KICK_MOVES` ops moved to random positions of their own stream; None if the chains
+    no longer have a block order."""
+    chains = [list(comp), list(comm)]
+    for _ in range(KICK_MOVES):
+        chain = chains[0] if len(chains[1]) < 2 or rng.random() < 0.5 else chains[1]
+        if len(chain) < 2:
+            continue
+        op = chain.pop(rng.randrange(len(chain)))
+        chain.insert(rng.randrange(len(chain) + 1), op)
+    if evaluate_chains(problem.preds, problem.durations, chains[0], chains[1]) is None:
+        return None
+    return chains[0], chains[1]
