@@ -53,6 +53,7 @@ from lancet_mlir.runtime.loader import make_context
 from lancet_mlir.sim.blocks import BlockResult, simulate_graph
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.support.files import write_atomic
+from lancet_mlir.support.progress import ProgressBar
 from lancet_mlir.tools.errors import UserError, one_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -528,12 +529,16 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     gantt_config = next((c.name for c in configs if c.source == "gpt2_moe"), None)
     runs: list[dict] = []
     kept: dict[str, BlockResult] = {}
-    for cfg in configs:
-        start = time.perf_counter()
-        entry, timelines = run_config(cfg, PIPELINES, keep_timelines=cfg.name == gantt_config)
-        runs.append(entry)
-        kept.update(timelines)
-        log(f"{cfg.name}: best {entry['best']} ({time.perf_counter() - start:.1f} s)")
+    # a bar on a terminal; the per-configuration lines are the progress in a pipe or log
+    with ProgressBar("bench", len(configs)) as bar:
+        for done, cfg in enumerate(configs):
+            bar.update(done, item=cfg.name)
+            start = time.perf_counter()
+            entry, timelines = run_config(cfg, PIPELINES, keep_timelines=cfg.name == gantt_config)
+            runs.append(entry)
+            kept.update(timelines)
+            log(f"{cfg.name}: best {entry['best']} ({time.perf_counter() - start:.1f} s)")
+        bar.update(len(configs))
     timing = None
     chosen = None if args.no_timing else timing_model(configs)
     if chosen is not None:
