@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BIN, run_tool
+from helpers import BIN, REPO, run_tool
 
 from lancet_mlir.profile.measure import measure_with_stats, round_sizes
 from lancet_mlir.profile.numpy_backend import NumpyBackend
@@ -158,3 +158,18 @@ def test_lancet_run_compare_progress_on_a_terminal_only(tmp_path: Path) -> None:
     seen = _stderr_on_a_terminal([str(BIN / argv[0]), *argv[1:]])
     assert "comparing" in seen
     assert "8/8" in seen  # 4 ops (3 matmuls and the return) of each of the two runs
+
+
+def test_bench_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    """`make bench` draws a bar over the configurations on a terminal; in a pipe its
+    per-configuration lines are the progress."""
+    argv = [str(BIN / "python"), str(REPO / "bench" / "run_bench.py"), "--quick",
+            "--configs", "tiny_moe*", "--no-timing", "--no-plots"]  # fmt: skip
+    piped = subprocess.run([*argv, "--out", str(tmp_path / "a")], capture_output=True,
+                           text=True, timeout=300, check=False)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert "━" not in piped.stderr
+    assert piped.stdout.startswith("tiny_moe_g4_h100: best ")
+    seen = _stderr_on_a_terminal([*argv, "--out", str(tmp_path / "b")])
+    assert "bench" in seen
+    assert "0/1" in seen
