@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -68,7 +69,7 @@ def partition_stage(
     MoePartitionPass(algo=partition, **inherited).apply(ctx, module)
 
 
-def cost_options_of(cost: CostOptions) -> dict[str, object]:
+def cost_options_of(cost: CostOptions) -> dict[str, Any]:
     """The `CostOptions` fields of a pass, to hand the same cost model to another pass."""
     return {f.name: getattr(cost, f.name) for f in fields(CostOptions)}
 
