@@ -1,10 +1,10 @@
 """`make demo`: the main job of lancet-mlir on a bundled example, end to end.
 
 1. generate a small GPT-2 MoE training step (2 layers, one of them MoE, 8 ranks) with lancet-model;
-2. schedule it with lancet-opt (program order, FIFO `--data-parallel-schedule`, and
-   `comm-bucket-fusion,lancet-schedule`) under the H100 cost model, writing reports, a
+2. schedule it with lancet-opt (program order, FIFO `--data-parallel-schedule`, and the
+   whole optimizer `lancet-schedule`) under the H100 cost model, writing reports, a
    Chrome/Perfetto trace and a Gantt picture of the FIFO schedule;
-3. check with lancet-run that the scheduled module computes the same values (8 simulated ranks);
+3. check with lancet-run that the optimized module computes the same values (8 simulated ranks);
 4. print a before/after table.
 
 Every step is a plain command-line call, echoed so you can rerun it by hand.
@@ -32,7 +32,7 @@ MODEL_ARGS = [
 SCHEDULES = {
     "program order": ["-p", "program-order"],
     "FIFO (--data-parallel-schedule)": ["--data-parallel-schedule"],
-    "bucket fusion + lancet-schedule": ["-p", "comm-bucket-fusion,lancet-schedule"],
+    "lancet-schedule": ["-p", "lancet-schedule"],
 }
 
 
@@ -60,7 +60,7 @@ def main() -> None:
         run(["lancet-opt", str(model), *flags, "--device", "h100", "-o", str(out),
              "--report", str(report), *extra])
         reports[label] = json.loads(report.read_text())
-    check = run(["lancet-run", "--compare", str(model), str(OUT / "schedule1.mlir"), "--ranks", "8"])
+    check = run(["lancet-run", "--compare", str(model), str(OUT / "schedule2.mlir"), "--ranks", "8"])
     console.print(check.stdout.splitlines()[0])  # the verdict line; the table follows it
 
     base = reports["program order"]["makespan_us"]
@@ -77,7 +77,7 @@ def main() -> None:
         )
     console.print(table)
     console.print(
-        f"Scheduled IR: {OUT}/schedule1.mlir   trace (open in ui.perfetto.dev): "
+        f"Optimized IR: {OUT}/schedule2.mlir   FIFO trace (open in ui.perfetto.dev): "
         f"{OUT}/fifo_trace.json   picture: {OUT}/fifo_timeline.png"
     )
 

@@ -19,6 +19,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
 from lancet_mlir.passes.costing import CostOptions
+from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
 from lancet_mlir.passes.scheduling import (
     apply_result,
@@ -63,8 +64,6 @@ def partition_stage(
     """
     if partition == "none":
         return
-    from lancet_mlir.passes.moe_partition import MoePartitionPass
-
     inherited = {} if cost is None else cost_options_of(cost)
     MoePartitionPass(algo=partition, **inherited).apply(ctx, module)
 
