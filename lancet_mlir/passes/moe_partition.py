@@ -75,10 +75,15 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                      by phased simulation decides which range around the pair is
                      partitioned (e.g. the expert span alone when splitting the dispatch
                      costs more than it hides)
-      max-parts=N    largest part count tried (default 8); counts must divide every split
-                     dimension
-      parts=N        force N parts on every pair (N >= 2; the pass fails naming the op and
-                     dimension when N does not divide it); skips the never-worse checks
+      max-parts=N    largest part count tried (default 8); every count 2..N that fits is
+                     costed: each split block needs at least n rows, and n need not divide
+                     it (uneven parts: the first B mod n parts of a block of B rows get one
+                     row more; a plain all-to-all per part, its types static); only an op
+                     whose split dimensions differ in size (a reshape merging rows) needs n
+                     to divide them
+      parts=N        force N parts on every pair (N >= 2, uneven parts too; the pass fails
+                     naming the op and dimension when a part would get no row); skips the
+                     never-worse checks
     and the cost options of every costing pass (device, cluster, profile, comm-table,
     gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
     the module's `lancet.*` attributes. The phased simulation uses one communication
