@@ -381,6 +381,10 @@ FLOOR_MAX_OPS = 20_000
 """Largest block whose exposed-communication floor the report computes (its reachability
 bitsets take V^2 / 8 bytes: 50 MB at this size); larger blocks report null."""
 
+FLOOR_MAX_EDGES = 500_000
+"""Largest overlap-capacity network the report solves (a few seconds); beyond it the floor
+is that of the unhideable collectives alone (still a floor, only a weaker one)."""
+
 
 def _exposed_floor(result: BlockResult, sim: SimOptions) -> float | None:
     """The block's floor on exposed communication over every order (`sim/floor.py`)."""
@@ -389,7 +393,7 @@ def _exposed_floor(result: BlockResult, sim: SimOptions) -> float | None:
     if len(result.durations) > FLOOR_MAX_OPS:
         return None
     return exposed_comm_floor(
-        result.graph, result.durations, sim.num_comm_streams, sim.overlap_slowdown
+        result.graph, result.durations, sim.num_comm_streams, sim.overlap_slowdown, FLOOR_MAX_EDGES
     ).floor_us
 
 
