@@ -232,12 +232,14 @@ class TransposeOp(CompOp):
 
 @irdl_op_definition
 class SplitOp(CompOp):
-    """`comp.split` (1 input): (x) -> `num` equal slices of x along `axis`."""
+    """`comp.split` (1 input): (x) -> `num` slices of x along `axis`: equal, or of the sizes
+    `sizes` (num positive sizes that sum to the dimension) when given."""
 
     name = "comp.split"
     KERNEL: ClassVar[Kernel] = get_kernel("split")
     axis = opt_prop_def(Attribute)  # int, default 0
     num = opt_prop_def(Attribute)  # int, required
+    sizes = opt_prop_def(Attribute)  # int array, default []
 
 
 @irdl_op_definition

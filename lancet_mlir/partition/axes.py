@@ -5,7 +5,9 @@ Lancet solves the split axis of every op of a region with CP-SAT (lancet-algorit
 
 A value of a partitioned region is chunked along `(axis, groups)`: the dimension `axis`
 holds `groups` consecutive blocks (one per rank after an all-to-all; 1 = contiguous) and
-part k holds rows [k·B/n, (k+1)·B/n) of every block B. An op joins the region with one
+part k holds the k-th of n consecutive row ranges of every block B, of
+`base.part_sizes(B, n)` rows (n need not divide B: the first B mod n parts get one row
+more). An op joins the region with one
 *option*: a chunking (or `None` = used whole, `PARTIAL` = per-part partial sums) per
 operand and result, derived from
 
@@ -15,6 +17,11 @@ operand and result, derived from
 * a single-tensor `comm.all_to_all` (split s, concat c): any other axis passes through
   unchanged; a contiguous chunking along c becomes G blocks (G = group size: chunk k of
   every rank); G blocks along s become contiguous again (the returning all-to-all).
+
+Part counts: n parts need at least one row per part of every split block, and an op
+whose split blocks differ in size (a reshape merging dimensions) keeps its rows in line
+only when n divides every one of them; otherwise uneven parts of equal blocks line up row
+for row (`fits_parts`).
 
 Constraints: an op in the region reads every region-produced operand with exactly the
 producer's chunking (never `None`, never a `PARTIAL` value); operands from outside the
@@ -102,14 +109,25 @@ def _sizes_kept(op: Operation, cin: tuple, cout: tuple) -> bool:
     return len(sizes) == 1 and None not in sizes
 
 
-def _min_block(op: Operation, option: Option) -> int:
-    """The smallest block (dimension / groups) that `option` splits (large if none)."""
-    smallest = 1 << 62
+def _blocks(op: Operation, option: Option) -> tuple[int, ...]:
+    """The block sizes (dimension / groups) that `option` splits, in slot order."""
+    blocks: list[int] = []
     for values, slots in ((op.operands, option[0]), (op.results, option[1])):
         for v, s in zip(values, slots, strict=True):
             if isinstance(s, tuple):
-                smallest = min(smallest, (shape_of(v) or (0,) * (s[0] + 1))[s[0]] // s[1])
-    return smallest
+                blocks.append((shape_of(v) or (0,) * (s[0] + 1))[s[0]] // s[1])
+    return tuple(blocks)
+
+
+def fits_parts(blocks: Sequence[int], n: int) -> bool:
+    """True when `n` parts can split blocks of these sizes of one op: at least one row per
+    part, and n divides them all unless they are all equal (then part k has the same rows
+    in every one)."""
+    if not blocks:
+        return True
+    if min(blocks) < n:
+        return False
+    return len(set(blocks)) == 1 or all(b % n == 0 for b in blocks)
 
 
 def op_options(op: Operation, groups: Sequence[int] = (1,)) -> list[Option]:
@@ -136,14 +154,14 @@ def solve_axes(
     candidates: Sequence[int],
     anchors: Sequence[int] = (),
     weights: Mapping[int, float] | None = None,
-    min_block: int = 2,
+    parts: int = 2,
     budget: int = _SEARCH_BUDGET,
-    cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]] | None = None,
+    cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]] | None = None,
 ) -> AxisSolution | None:
-    """The heaviest region within `candidates` that contains every anchor; None when the
-    anchors cannot all join one region. Weights default to 1 per op; options that split a
-    block smaller than `min_block` (the number of parts wanted) are not considered.
-    `cache` may carry the ops' options between calls on the same graph."""
+    """The heaviest region within `candidates` that contains every anchor and that `parts`
+    parts can split (`fits_parts` for every op); None when the anchors cannot all join one
+    region. Weights default to 1 per op. `cache` may carry the ops' options between calls
+    on the same graph."""
     nodes = sorted(set(candidates) | set(anchors))
     required = set(anchors)
     groups = [1]
@@ -157,9 +175,10 @@ def solve_axes(
     for i in nodes:
         if (i, tuple(groups)) not in cache:
             op = graph.ops[i]
-            cache[(i, tuple(groups))] = [(o, _min_block(op, o)) for o in op_options(op, groups)]
+            cache[(i, tuple(groups))] = [(o, _blocks(op, o)) for o in op_options(op, groups)]
     domains = {
-        i: [o for o, block in cache[(i, tuple(groups))] if block >= min_block] for i in nodes
+        i: [o for o, blocks in cache[(i, tuple(groups))] if fits_parts(blocks, parts)]
+        for i in nodes
     }
     w = {i: (1.0 if weights is None else float(weights.get(i, 0.0))) for i in nodes}
     operand_refs = {i: [value_ref(graph, v) for v in graph.ops[i].operands] for i in nodes}
@@ -215,7 +234,7 @@ def solve_axes(
 
 def split_sizes(graph: DataflowGraph, solution: AxisSolution) -> list[tuple[int, int, int]]:
     """(node, block size, full size) of every split dimension of the region's operands and
-    results (block size = dimension / groups): n must divide each block size."""
+    results (block size = dimension / groups), by node."""
     out: list[tuple[int, int, int]] = []
     for i, (ins, outs) in sorted(solution.options.items()):
         op = graph.ops[i]
@@ -228,17 +247,29 @@ def split_sizes(graph: DataflowGraph, solution: AxisSolution) -> list[tuple[int,
 
 
 def part_counts(graph: DataflowGraph, solution: AxisSolution, max_parts: int) -> list[int]:
-    """Every n in 2..max_parts that divides every block size of the region (§8.5)."""
-    blocks = {b for _, b, _ in split_sizes(graph, solution)}
-    return [n for n in range(2, max_parts + 1) if all(b % n == 0 for b in blocks)]
+    """Every n in 2..max_parts that can split the region (§8.5, with uneven parts)."""
+    return [n for n in range(2, max_parts + 1) if unfit(graph, solution, n) is None]
 
 
-def indivisible(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
-    """Why `n` parts cannot split the region (the first dimension it does not divide)."""
+def unfit(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
+    """Why `n` parts cannot split the region: the first dimension with fewer rows than
+    parts, or that n does not divide while its op maps it onto a dimension of another
+    size; None when n fits."""
+    by_node: dict[int, list[tuple[int, int]]] = {}
     for i, block, dim in split_sizes(graph, solution):
-        if block % n:
-            name = graph.ops[i].results[0].name_hint if graph.ops[i].results else None
-            what = f"'{name}'" if name else graph.ops[i].name
-            per = f" ({dim // block} blocks of {block})" if block != dim else ""
-            return f"{n} parts do not divide dimension {dim}{per} of {what}"
+        by_node.setdefault(i, []).append((block, dim))
+    for i, sizes in by_node.items():
+        blocks = [b for b, _ in sizes]
+        if fits_parts(blocks, n):
+            continue
+        block, dim = min(sizes) if min(blocks) < n else next(s for s in sizes if s[0] % n)
+        name = graph.ops[i].results[0].name_hint if graph.ops[i].results else None
+        what = f"'{name}'" if name else graph.ops[i].name
+        per = f" ({dim // block} blocks of {block})" if block != dim else ""
+        if block < n:
+            return f"{n} parts exceed dimension {dim}{per} of {what}: one row per part at least"
+        return (
+            f"{n} parts do not divide dimension {dim}{per} of {what}, which its op maps "
+            f"onto a dimension of another size"
+        )
     return None

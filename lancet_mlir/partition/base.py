@@ -21,6 +21,15 @@ class PartitionError(ValueError):
     """A planned partition cannot be applied; the message is one user-facing line."""
 
 
+def part_sizes(rows: int, n: int) -> list[int]:
+    """The rows of each of `n` parts of a dimension (or block) of `rows` rows, in order: the
+    first `rows mod n` parts get one row more than the others (1 <= n <= rows), so part k
+    holds rows [sum(sizes[:k]), sum(sizes[:k + 1]))."""
+    assert 1 <= n <= rows, f"cannot cut {rows} rows into {n} non-empty parts"
+    base, extra = divmod(rows, n)
+    return [base + 1] * extra + [base] * (n - extra)
+
+
 def value_ref(graph: DataflowGraph, v: SSAValue) -> ValueRef | None:
     """(node, result index) of `v` when it is a result of a node of `graph`, else None
     (block arguments, values defined outside the block)."""

@@ -1,10 +1,13 @@
 """Fast costing of a partition choice: one template part instead of n copies.
 
-Every part of a region op has the same shapes, so one detached copy per op (part 0) gives
-the time of all n parts; the phased simulation then runs on a plain task graph with the
-n parts replicated. Border splits and rebuilds are costed from one template each. This is
-what the part-count and range choices call many times; the chosen plan is then built for
-real (`region.build_region`).
+Parts of a region op have the same shapes when n divides every split block; otherwise the
+first B mod n parts of a block of B rows have one row more (`base.part_sizes`), so the
+parts fall into a few classes of equal shapes (two when the region's blocks share one
+remainder). One detached copy per op and class (its first part) gives the time of all
+parts of the class; the phased simulation then runs on a plain task graph with the n
+parts replicated. Border splits and rebuilds are costed from one template each per
+class. This is what the part-count and range choices call many times; the chosen plan is
+then built for real (`region.build_region`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from xdsl.ir import Operation
 
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.partition.axes import AxisSolution
-from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.axes import AxisSolution, split_sizes
+from lancet_mlir.partition.base import part_sizes, shape_of
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.region import Available, OpCost, RegionBuilder, blocked_shape
 from lancet_mlir.partition.rewriter import role_of
@@ -54,16 +57,31 @@ def estimate_range(
     """The phased-simulation makespan of `range_nodes` with `solution`'s region split into
     `n` parts (as `simulate_range` of the built region, from one template part)."""
     builder = RegionBuilder(graph, solution, n, available or {})
-    for i in builder.out.nodes:
-        builder.copy(i, 0)
+    classes = part_classes(graph, solution, n)
+    for k in sorted(set(classes)):
+        for i in builder.out.nodes:
+            builder.copy(i, k)
     try:
-        return _simulate(graph, range_nodes, builder, time_of)
+        return _simulate(graph, range_nodes, builder, classes, time_of)
     finally:
         builder.out.discard()
 
 
+def part_classes(graph: DataflowGraph, solution: AxisSolution, n: int) -> list[int]:
+    """For each part k, the first part with the same shapes everywhere in the region (its
+    rows in every split block are the same)."""
+    blocks = sorted({b for _, b, _ in split_sizes(graph, solution)})
+    sizes = [part_sizes(b, n) for b in blocks]
+    first: dict[tuple[int, ...], int] = {}
+    return [first.setdefault(tuple(s[k] for s in sizes), k) for k in range(n)]
+
+
 def _simulate(
-    graph: DataflowGraph, range_nodes: Sequence[int], builder: RegionBuilder, time_of: OpCost
+    graph: DataflowGraph,
+    range_nodes: Sequence[int],
+    builder: RegionBuilder,
+    classes: list[int],
+    time_of: OpCost,
 ) -> float:
     n, out = builder.n, builder.out
     tasks = _Tasks()
@@ -72,16 +90,17 @@ def _simulate(
         if phase == PRELUDE:  # border splits: their inputs come from outside the range
             preds = [task_of[o] for o in _producers(op) if o in task_of]
             task_of[op] = tasks.add(time_of(op), False, PRELUDE, preds)
-    template: dict[int, Operation] = {}
-    for i in out.nodes:
-        owner = builder.chunks[(i, 0)][0].owner
-        assert isinstance(owner, Operation)
-        template[i] = owner
-    node_of = {op: i for i, op in template.items()}
+    template: dict[tuple[int, int], Operation] = {}
+    for k in sorted(set(classes)):
+        for i in out.nodes:
+            owner = builder.chunks[(i, 0)][k].owner
+            assert isinstance(owner, Operation)
+            template[(i, k)] = owner
+    node_of = {op: i for (i, _), op in template.items()}
     part_task: dict[tuple[int, int], int] = {}
     for k in range(n):
         for i in out.nodes:
-            copy = template[i]
+            copy = template[(i, classes[k])]
             preds = []
             for owner in _producers(copy):
                 if owner in node_of:
@@ -96,7 +115,7 @@ def _simulate(
         o = graph.ops[i]
         for j, res in enumerate(o.results):
             if any(use.operation not in builder.originals for use in res.uses):
-                last = _rebuild_tasks(builder, tasks, part_task, i, j, time_of)
+                last = _rebuild_tasks(builder, tasks, part_task, classes, (i, j), time_of)
                 merged.setdefault(o, last)
     index = {graph.ops[i]: i for i in range_nodes}
     other_task: dict[int, int] = {}
@@ -118,14 +137,17 @@ def _rebuild_tasks(
     builder: RegionBuilder,
     tasks: _Tasks,
     part_task: dict[tuple[int, int], int],
-    i: int,
-    j: int,
+    classes: list[int],
+    ref: tuple[int, int],
     time_of: OpCost,
 ) -> int:
-    """Tasks rebuilding result j of node i from its n parts; returns the last one."""
+    """Tasks rebuilding result j of node i (`ref`) from its n parts, each part costed by
+    its class's template; returns the last task."""
     n, out = builder.n, builder.out
+    i, j = ref
     o = builder.graph.ops[i]
-    part0 = builder.chunks[(i, j)][0]
+    template = builder.chunks[(i, j)]
+    part0 = template[0]
     role = role_of(o)
     parts = [part_task[(i, k)] for k in range(n)]
     slot = builder.options[i][1][j]
@@ -140,18 +162,27 @@ def _rebuild_tasks(
     shape = shape_of(o.results[j])
     assert shape is not None
     if groups == 1:
-        concat = out.add(build_kernel_op("concat", [part0] * n, {"axis": axis}, role), EPILOGUE)
+        inputs = [template[classes[k]] for k in range(n)]
+        concat = out.add(build_kernel_op("concat", inputs, {"axis": axis}, role), EPILOGUE)
         return tasks.add(time_of(concat), False, EPILOGUE, parts)
-    inner = shape[axis] // groups // n
-    wide = out.add(
+    inner = part_sizes(shape[axis] // groups, n)
+    wide: dict[int, Operation] = {}
+    for k in sorted(set(classes)):
+        wide[k] = out.add(
+            build_kernel_op(
+                "reshape", [template[k]], {"shape": blocked_shape(shape, axis, groups, inner[k])},
+                role,
+            ),
+            EPILOGUE,
+        )  # fmt: skip
+    reshaped = [
+        tasks.add(time_of(wide[classes[k]]), False, EPILOGUE, [p]) for k, p in enumerate(parts)
+    ]
+    joined = out.add(
         build_kernel_op(
-            "reshape", [part0], {"shape": blocked_shape(shape, axis, groups, inner)}, role
+            "concat", [wide[classes[k]].results[0] for k in range(n)], {"axis": axis + 1}, role
         ),
         EPILOGUE,
-    )
-    reshaped = [tasks.add(time_of(wide), False, EPILOGUE, [p]) for p in parts]
-    joined = out.add(
-        build_kernel_op("concat", [wide.results[0]] * n, {"axis": axis + 1}, role), EPILOGUE
     )
     concat_task = tasks.add(time_of(joined), False, EPILOGUE, reshaped)
     back = out.add(

@@ -7,10 +7,15 @@ to create, insert and erase ops.
 
 * Operands from outside the region are split at the border (prelude): `comp.split`
   for a contiguous chunking, reshape + split + reshape for a chunking in blocks; values
-  used whole stay as they are.
+  used whole stay as they are. When n does not divide a block of B rows, the parts are
+  uneven (`base.part_sizes`: the first B mod n parts get one row more) and the split
+  carries its `sizes`; every block of a blocked chunking is cut the same way.
 * Each op of the region gets n copies (part k: phase k + 1, `lancet.part = k`): compute
-  ops through the registry (result types re-inferred), all-to-alls with their chunked
-  types.
+  ops through the registry (result types re-inferred; a `shape` parameter, as a
+  reshape's, becomes the part's shape), all-to-alls with their chunked types. Uneven
+  parts are simply tensors of different static types: a plain `comm.all_to_all` per part
+  moves exactly its part's bytes (every rank sends equal slices of each part), so no
+  `comm.all_to_allv` is needed.
 * Results needed outside the region are rebuilt (epilogue): concatenation (in blocks when
   needed) for chunked results, a chain of adds for partial sums.
 """
@@ -26,7 +31,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, Chunking
-from lancet_mlir.partition.base import PART_ATTR, ValueRef, shape_of, value_ref
+from lancet_mlir.partition.base import PART_ATTR, ValueRef, part_sizes, shape_of, value_ref
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.rewriter import carried_annotations, role_of
 from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, clone_kernel_op
@@ -64,11 +69,22 @@ class PartitionedRegion:
         self.ops.clear()
 
 
-def _chunk_shape(shape: tuple[int, ...], chunking: Chunking, n: int) -> list[int]:
-    axis, _ = chunking
+def part_shape(shape: Sequence[int], chunking: Chunking, n: int, k: int) -> tuple[int, ...]:
+    """The shape of part k of n of a value of `shape` chunked along `chunking`."""
+    axis, groups = chunking
     out = list(shape)
-    out[axis] //= n
-    return out
+    out[axis] = groups * part_sizes(shape[axis] // groups, n)[k]
+    return tuple(out)
+
+
+def split_params(axis: int, rows: int, n: int) -> dict[str, object]:
+    """Parameters of the `comp.split` of `rows` rows along `axis` into n parts: uneven
+    parts carry their sizes (the equal form keeps its plain spelling)."""
+    sizes = part_sizes(rows, n)
+    params: dict[str, object] = {"axis": axis, "num": n}
+    if len(set(sizes)) > 1:
+        params["sizes"] = tuple(sizes)
+    return params
 
 
 def blocked_shape(shape: Sequence[int], axis: int, groups: int, inner: int) -> tuple[int, ...]:
@@ -89,7 +105,8 @@ class RegionBuilder:
         self.options = solution.options
         self.out = PartitionedRegion(solution.nodes, n)
         self.n = n
-        self.chunks: dict[ValueRef, list[SSAValue]] = {}
+        self.chunks: dict[ValueRef, dict[int, SSAValue]] = {}
+        """Part k of every region result built so far: ref -> k -> value."""
         self.border: dict[tuple[SSAValue, Chunking], list[SSAValue]] = {}
         self.originals = {graph.ops[i] for i in solution.nodes}
 
@@ -105,7 +122,7 @@ class RegionBuilder:
                     self.out.epilogue += self.out.ops[first:]
                     slot = self.options[i][1][j]
                     if isinstance(slot, tuple):
-                        self.out.chunks[(i, j)] = (slot, self.chunks[(i, j)])
+                        self.out.chunks[(i, j)] = (slot, self.parts(i, j))
         return self.out
 
     # ---- border splits (prelude) -----------------------------------------------------------
@@ -120,13 +137,13 @@ class RegionBuilder:
         role = role_of(like)
         shape = shape_of(v)
         assert shape is not None
+        block = shape[axis] // groups
         if groups == 1:
             split = self.out.add(
-                build_kernel_op("split", [v], {"axis": axis, "num": self.n}, role), PRELUDE
+                build_kernel_op("split", [v], split_params(axis, block, self.n), role), PRELUDE
             )
             parts: list[SSAValue] = list(split.results)
         else:
-            block = shape[axis] // groups
             wide = self.out.add(
                 build_kernel_op(
                     "reshape", [v], {"shape": blocked_shape(shape, axis, groups, block)}, role
@@ -135,21 +152,28 @@ class RegionBuilder:
             )
             split = self.out.add(
                 build_kernel_op(
-                    "split", [wide.results[0]], {"axis": axis + 1, "num": self.n}, role
+                    "split", [wide.results[0]], split_params(axis + 1, block, self.n), role
                 ),
                 PRELUDE,
             )
-            back = _chunk_shape(shape, chunking, self.n)
             parts = [
                 self.out.add(
-                    build_kernel_op("reshape", [p], {"shape": tuple(back)}, role), PRELUDE
+                    build_kernel_op(
+                        "reshape", [p], {"shape": part_shape(shape, chunking, self.n, k)}, role
+                    ),
+                    PRELUDE,
                 ).results[0]
-                for p in split.results
+                for k, p in enumerate(split.results)
             ]
         self.border[key] = parts
         return parts
 
     # ---- per-part copies ----------------------------------------------------------------------
+    def parts(self, i: int, j: int) -> list[SSAValue]:
+        """The n parts of result j of region op i (after `build`)."""
+        built = self.chunks[(i, j)]
+        return [built[k] for k in range(self.n)]
+
     def _operand(self, v: SSAValue, slot: object, k: int, like: Operation) -> SSAValue:
         if slot is None:
             return v
@@ -166,20 +190,23 @@ class RegionBuilder:
         inputs = [self._operand(v, s, k, o) for v, s in zip(o.operands, ins, strict=True)]
         attrs: dict[str, Attribute] = carried_annotations(o)
         attrs[PART_ATTR] = IntegerAttr(k, i64)
+        shapes = [
+            part_shape(shape_of(res) or (), slot, self.n, k) if isinstance(slot, tuple) else None
+            for res, slot in zip(o.results, outs, strict=True)
+        ]
         if isinstance(o, AllToAllOp):
             types = []
-            for res, slot in zip(o.results, outs, strict=True):
-                assert isinstance(slot, tuple)
+            for res, shape in zip(o.results, shapes, strict=True):
+                assert shape is not None
                 assert isinstance(res.type, TensorType)
-                shape = _chunk_shape(tuple(res.type.get_shape()), slot, self.n)
                 types.append(TensorType(res.type.element_type, shape))
             copy: Operation = AllToAllOp(inputs, types, dict(o.properties))
             copy.attributes.update(attrs)
         else:
-            copy = clone_kernel_op(o, inputs, attrs)
+            copy = clone_kernel_op(o, inputs, attrs, shapes)
         self.out.add(copy, part_phase(k))
         for j, (res, old) in enumerate(zip(copy.results, o.results, strict=True)):
-            self.chunks.setdefault((i, j), []).append(res)
+            self.chunks.setdefault((i, j), {})[k] = res
             if old.name_hint:
                 res.name_hint = f"{old.name_hint}_part{k}"
 
@@ -187,7 +214,7 @@ class RegionBuilder:
     def _rebuild(self, i: int, j: int) -> SSAValue:
         o = self.graph.ops[i]
         slot = self.options[i][1][j]
-        parts = self.chunks[(i, j)]
+        parts = self.parts(i, j)
         role = role_of(o)
         if slot == PARTIAL:
             total = parts[0]
@@ -204,15 +231,15 @@ class RegionBuilder:
             return self.out.add(
                 build_kernel_op("concat", parts, {"axis": axis}, role), EPILOGUE
             ).results[0]
-        inner = shape[axis] // groups // self.n
+        inner = part_sizes(shape[axis] // groups, self.n)
         wide = [
             self.out.add(
                 build_kernel_op(
-                    "reshape", [p], {"shape": blocked_shape(shape, axis, groups, inner)}, role
+                    "reshape", [p], {"shape": blocked_shape(shape, axis, groups, inner[k])}, role
                 ),
                 EPILOGUE,
             ).results[0]
-            for p in parts
+            for k, p in enumerate(parts)
         ]
         joined = self.out.add(build_kernel_op("concat", wide, {"axis": axis + 1}, role), EPILOGUE)
         back = build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role)

@@ -62,9 +62,19 @@ def build_kernel_op(
 
 
 def clone_kernel_op(
-    op: Operation, inputs: Sequence[SSAValue], attrs: Mapping[str, Any]
+    op: Operation,
+    inputs: Sequence[SSAValue],
+    attrs: Mapping[str, Any],
+    shapes: Sequence[tuple[int, ...] | None] = (),
 ) -> Operation:
-    """A new detached op of `op`'s kernel and parameters on new `inputs` (types re-inferred)."""
+    """A new detached op of `op`'s kernel and parameters on new `inputs` (types re-inferred).
+
+    `shapes` may give the wanted result shapes (None: not known): a kernel whose `shape`
+    parameter names its one result's shape (a reshape) takes it, so a part of a reshape
+    reshapes the part's rows."""
     kernel = kernel_of(op)
     assert kernel is not None, f"{op.name} is not a compute kernel"
-    return build_op(kernel.name, inputs, kernel_params(op), attrs)
+    params = kernel_params(op)
+    if "shape" in params and len(shapes) == 1 and shapes[0] is not None:
+        params["shape"] = tuple(shapes[0])
+    return build_op(kernel.name, inputs, params, attrs)

@@ -13,7 +13,7 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
-from lancet_mlir.partition.axes import AxisSolution, Option, indivisible, solve_axes
+from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
@@ -33,7 +33,7 @@ from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
 
-OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, int]]]
+OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,15 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                      by phased simulation decides which range around the pair is
                      partitioned (e.g. the expert span alone when splitting the dispatch
                      costs more than it hides)
-      max-parts=N    largest part count tried (default 8); counts must divide every split
-                     dimension
-      parts=N        force N parts on every pair (N >= 2; the pass fails naming the op and
-                     dimension when N does not divide it); skips the never-worse checks
+      max-parts=N    largest part count tried (default 8); every count 2..N that fits is
+                     costed: each split block needs at least n rows, and n need not divide
+                     it (uneven parts: the first B mod n parts of a block of B rows get one
+                     row more; a plain all-to-all per part, its types static); only an op
+                     whose split dimensions differ in size (a reshape merging rows) needs n
+                     to divide them
+      parts=N        force N parts on every pair (N >= 2, uneven parts too; the pass fails
+                     naming the op and dimension when a part would get no row); skips the
+                     never-worse checks
     and the cost options of every costing pass (device, cluster, profile, comm-table,
     gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
     the module's `lancet.*` attributes. The phased simulation uses one communication
@@ -189,31 +194,26 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         base = simulate_range(graph, nodes, time_of).makespan_us
         weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
 
-        def solve(min_block: int) -> AxisSolution | None:
-            return solve_axes(
-                graph, nodes, [entry, exit_], weights, min_block=min_block, cache=options
-            )
+        def solve(parts: int) -> AxisSolution | None:
+            return solve_axes(graph, nodes, [entry, exit_], weights, parts=parts, cache=options)
 
         if self.parts is not None:
             solution = solve(self.parts)
-            if solution is not None and indivisible(graph, solution, self.parts) is None:
+            if solution is not None:
                 return Choice(nodes, solution, self.parts, base, base)
-            loose = solution or solve(2)
+            loose = solve(2)
             if loose is None:
                 return Choice(nodes, None, None, base, base)  # no axis for this pair at all
-            reason = indivisible(graph, loose, self.parts) or f"{self.parts} parts do not fit"
+            reason = unfit(graph, loose, self.parts) or f"{self.parts} parts do not fit"
             raise PassFailedException(f"{self.name}: {reason}")
         best = Choice(nodes, None, None, base, base)
-        # a solution per count: the axis that allows n parts may differ from the one for 2
+        # a solution per count (uneven counts too): the axis that allows n parts may differ
+        # from the one for 2; every count is costed, the cheapest wins (ties: fewer parts)
         for n in range(2, self.max_parts + 1):
             solution = solve(n)
             if solution is None:
-                break  # larger counts need even larger blocks
-            if indivisible(graph, solution, n) is not None:
-                continue
+                continue  # a reshape's blocks may take 4 parts but not 3
             cost = estimate_range(graph, nodes, solution, n, time_of, available)
-            if cost >= best.cost_us and best.parts is not None:
-                break  # as Lancet: stop at the first count that does not improve
             if cost < best.cost_us:
                 best = Choice(nodes, solution, n, base, cost)
         return best

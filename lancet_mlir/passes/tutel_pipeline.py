@@ -42,7 +42,8 @@ class TutelPipelinePass(CheckedOptions, ModulePass):
 
     Options:
       degree: number of chunks per expert block (Tutel sweeps 1, 2, 4, 8); must divide
-              every block's capacity, else the pass fails.
+              every block's capacity (Tutel's equal chunks), else the pass fails;
+              `moe-partition` takes uneven parts.
     """
 
     name = "tutel-pipeline"

@@ -30,6 +30,24 @@
 
 // -----
 
+%x = "test.op"() : () -> tensor<6x4xf32>
+%a, %b = comp.split %x {num = 2 : i64, sizes = array<i64: 4, 1>} : (tensor<6x4xf32>) -> (tensor<4x4xf32>, tensor<1x4xf32>)
+// expected-error@-1 {{comp.split: split sizes (4, 1) sum to 5, not to dim 6 of tensor<6x4xf32>}}
+
+// -----
+
+%x = "test.op"() : () -> tensor<6x4xf32>
+%a, %b = comp.split %x {num = 2 : i64, sizes = array<i64: 6, 0>} : (tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<0x4xf32>)
+// expected-error@-1 {{comp.split: split sizes (6, 0) must all be >= 1}}
+
+// -----
+
+%x = "test.op"() : () -> tensor<6x4xf32>
+%a, %b = comp.split %x {num = 2 : i64, sizes = array<i64: 2, 2, 2>} : (tensor<6x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+// expected-error@-1 {{comp.split: split sizes (2, 2, 2) give 3 parts, not num = 2}}
+
+// -----
+
 %l = "test.op"() : () -> tensor<8x4xf32>
 %c, %d = comp.moe_gate %l {gate = "top3", capacity = 2 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x2xf32>, tensor<8x4x2xf32>)
 // expected-error@-1 {{comp.moe_gate: parameter 'gate' must be one of switch, top2, got 'top3'}}

@@ -12,6 +12,8 @@ func.func @layer(%x: tensor<64x128xf32>, %w: tensor<256x128xf32>, %g: tensor<128
   %q = comp.batch_matmul %h, %t : (tensor<4x16x128xf32>, tensor<4x128x16xf32>) -> tensor<4x16x16xf32>
   %p0, %p1 = comp.split %x {axis = 1 : i64, num = 2 : i64} : (tensor<64x128xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
   %c = comp.concat %p1, %p0 {axis = 1 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x128xf32>
+  %u0, %u1, %u2 = comp.split %x {num = 3 : i64, sizes = array<i64: 22, 21, 21>} : (tensor<64x128xf32>) -> (tensor<22x128xf32>, tensor<21x128xf32>, tensor<21x128xf32>)
+  %uc = comp.concat %u0, %u1, %u2 : (tensor<22x128xf32>, tensor<21x128xf32>, tensor<21x128xf32>) -> tensor<64x128xf32>
   %loss = comp.cross_entropy %y, %ids : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
   func.return %loss : tensor<f32>
 }
@@ -26,10 +28,13 @@ func.func @layer(%x: tensor<64x128xf32>, %w: tensor<256x128xf32>, %g: tensor<128
 // CHECK-NEXT:    %q = comp.batch_matmul %h, %t : (tensor<4x16x128xf32>, tensor<4x128x16xf32>) -> tensor<4x16x16xf32>
 // CHECK-NEXT:    %p0, %p1 = comp.split %x {axis = 1 : i64, num = 2 : i64} : (tensor<64x128xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
 // CHECK-NEXT:    %c = comp.concat %p1, %p0 {axis = 1 : i64} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x128xf32>
+// CHECK-NEXT:    %u0, %u1, %u2 = comp.split %x {num = 3 : i64, sizes = array<i64: 22, 21, 21>} : (tensor<64x128xf32>) -> (tensor<22x128xf32>, tensor<21x128xf32>, tensor<21x128xf32>)
+// CHECK-NEXT:    %uc = comp.concat %u0, %u1, %u2 : (tensor<22x128xf32>, tensor<21x128xf32>, tensor<21x128xf32>) -> tensor<64x128xf32>
 // CHECK-NEXT:    %loss = comp.cross_entropy %y, %ids : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 // CHECK-NEXT:    func.return %loss : tensor<f32>
 
 // GENERIC: %y = "comp.matmul"(%x, %w) <{transpose_b = true}> {lancet.role = "fwd"} : (tensor<64x128xf32>, tensor<256x128xf32>) -> tensor<64x256xf32>
+// GENERIC: "comp.split"(%x) <{num = 3 : i64, sizes = array<i64: 22, 21, 21>}> : (tensor<64x128xf32>) -> (tensor<22x128xf32>, tensor<21x128xf32>, tensor<21x128xf32>)
 // GENERIC: %loss = "comp.cross_entropy"(%y, %ids) : (tensor<64x256xf32>, tensor<64xi32>) -> tensor<f32>
 
 func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tensor<4x4x16xf32>, %p: tensor<16x4xf32>) {

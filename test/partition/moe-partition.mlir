@@ -8,7 +8,8 @@
 // rank), the dispatch, both all-to-alls and the experts run per part (lancet.part = k) in
 // the phased pipeline order (part 1's all-to-all overlaps part 0's experts), and the
 // combine gives per-part partial sums, added up for the residual add, which stays whole.
-// parts=4 needs the capacity axis (2 experts per rank leave no room for 4).
+// parts=4 needs the capacity axis (2 experts per rank leave no room for 4); parts=8 leaves
+// a part without rows on every axis and is refused.
 builtin.module attributes {lancet.world_size = 2 : i64} {
   func.func @moe(%x: tensor<8x8xf32>, %dm: tensor<8x4x4xf32>, %cm: tensor<8x4x4xf32>, %w: tensor<2x8x8xf32>, %r: tensor<8x8xf32>) -> tensor<8x8xf32> {
     %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
@@ -55,4 +56,4 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // FOUR:          = comp.add %{{[0-9]+}}, %y_part3 : (tensor<8x8xf32>, tensor<8x8xf32>)
 // FOUR-NEXT:     %o = comp.add
 
-// BAD: lancet-opt: error: {{.*}}moe-partition: 8 parts do not divide dimension 4 (2 blocks of 2) of 'd'
+// BAD: lancet-opt: error: {{.*}}moe-partition: 8 parts exceed dimension 4 (2 blocks of 2) of 'd': one row per part at least

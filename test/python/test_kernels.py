@@ -357,6 +357,14 @@ def test_layout_kernels() -> None:
     assert [p.shape for p in parts] == [(2, 3, 2), (2, 3, 2)]
     np.testing.assert_array_equal(one("concat", *parts, axis=2), x)
     np.testing.assert_array_equal(one("concat", x[:1], x[1:]), x)
+    # uneven slices: the sizes are given, concat takes the slices back whatever their sizes
+    uneven = run("split", x, axis=2, num=3, sizes=(2, 1, 1))
+    assert [p.shape for p in uneven] == [(2, 3, 2), (2, 3, 1), (2, 3, 1)]
+    np.testing.assert_array_equal(uneven[1], x[:, :, 2:3])
+    np.testing.assert_array_equal(uneven[2], x[:, :, 3:])
+    np.testing.assert_array_equal(one("concat", *uneven, axis=2), x)
+    (s0, s1) = get_kernel("split").infer([sig(x)], {"axis": 1, "num": 2, "sizes": (1, 2)})
+    assert (s0.shape, s1.shape) == ((2, 1, 4), (2, 2, 4))
     assert get_kernel("concat").num_inputs is None
     with pytest.raises(KernelError, match=r"cannot reshape 24 elements into \(5, -1\)"):
         get_kernel("reshape").infer([sig(x)], {"shape": (5, -1)})
@@ -366,6 +374,12 @@ def test_layout_kernels() -> None:
         KernelError, match="cannot split dim 3 of tensor<2x3x4xf32> into 2 equal parts"
     ):
         get_kernel("split").infer([sig(x)], {"axis": 1, "num": 2})
+    with pytest.raises(KernelError, match=r"split sizes \(2, 2\) sum to 4, not to dim 3 of"):
+        get_kernel("split").infer([sig(x)], {"axis": 1, "num": 2, "sizes": (2, 2)})
+    with pytest.raises(KernelError, match=r"split sizes \(3, 0\) must all be >= 1"):
+        get_kernel("split").infer([sig(x)], {"axis": 1, "num": 2, "sizes": (3, 0)})
+    with pytest.raises(KernelError, match=r"split sizes \(1, 2\) give 2 parts, not num = 3"):
+        get_kernel("split").infer([sig(x)], {"axis": 1, "num": 3, "sizes": (1, 2)})
     with pytest.raises(KernelError, match="input #1 shape tensor<2x3x5xf32> does not match"):
         get_kernel("concat").infer([sig(x), TensorSig((2, 3, 5), "f32")])
 
@@ -641,6 +655,7 @@ EXTRA_PARTITION_CASES = [
         {"transpose_a": True, "transpose_b": True},
     ),
     ("split", [rand(4, 6, seed=59)], {"axis": 0, "num": 2}),
+    ("split", [rand(5, 6, seed=62)], {"axis": 0, "num": 2, "sizes": (3, 2)}),
     ("add", [rand(2, 1, 6, seed=60), rand(4, 1, seed=61)], {}),
 ]
 

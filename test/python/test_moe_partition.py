@@ -17,11 +17,12 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import AllToAllOp
-from lancet_mlir.dialects.comp import kernel_of
+from lancet_mlir.dialects.comp import kernel_of, kernel_params
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.partition.axes import solve_axes
+from lancet_mlir.partition.base import shape_of
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import build_region, simulate_range
@@ -66,9 +67,10 @@ def test_pass_is_registered() -> None:
     assert get_all_passes()["moe-partition"]() is MoePartitionPass
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, 3, 4])
 @pytest.mark.parametrize("gate", ["switch", "top2"])
 def test_forced_parts_compute_the_same_values(n: int, gate: str) -> None:
+    # n = 3 does not divide the capacity of 4 slots: parts of 2, 1 and 1 slots
     cfg = dataclasses.replace(CFG, gate=gate)
     module = partitioned(MoePartitionPass(parts=n), cfg)
     ops = body(module)
@@ -104,21 +106,37 @@ def test_backward_reads_forward_parts_without_rebuilding_them() -> None:
     assert "gelu_dx" not in consumers
 
 
-def test_parts_that_do_not_divide_are_refused_with_the_reason() -> None:
+def test_uneven_parts_have_their_own_static_types() -> None:
+    module = partitioned(MoePartitionPass(parts=3))
+    ops = body(module)
+    # the dispatch masks are cut 2, 1, 1 along the capacity (the first 4 mod 3 parts get
+    # one slot more); each part's all-to-all moves exactly its part
+    sizes = {kernel_params(op)["sizes"] for op in ops if kernel_name(op) == "split"}
+    assert (2, 1, 1) in sizes
+    entry = {part(op): op for op in ops if isinstance(op, AllToAllOp) and
+             (op.results[0].name_hint or "").startswith("l1_expert_in_part")}  # fmt: skip
+    shapes = [(shape_of(entry[k].operands[0]), shape_of(entry[k].results[0])) for k in range(3)]
+    assert shapes == [((4, 2, 8), (2, 4, 8)), ((4, 1, 8), (2, 2, 8)), ((4, 1, 8), (2, 2, 8))]
+
+
+def test_parts_without_rows_are_refused_with_the_reason() -> None:
     module = build_gpt2_moe(CFG)
     with pytest.raises(PassFailedException) as err:
-        MoePartitionPass(parts=3).apply(Context(), module)
-    assert str(err.value) == ("moe-partition: 3 parts do not divide dimension 4 of 'l1_dispatched'")
+        MoePartitionPass(parts=5).apply(Context(), module)
+    assert str(err.value) == (
+        "moe-partition: 5 parts exceed dimension 4 (2 blocks of 2) of 'l1_dispatched': "
+        "one row per part at least"
+    )
 
 
 def test_refusal_is_one_line_on_the_command_line(tmp_path) -> None:
     src = tmp_path / "m.mlir"
     src.write_text(to_text(build_gpt2_moe(CFG)))
-    res = run_tool(["lancet-opt", str(src), "-p", "moe-partition{parts=3}"])
+    res = run_tool(["lancet-opt", str(src), "-p", "moe-partition{parts=5}"])
     assert res.returncode != 0
     assert res.stderr == (
-        f"lancet-opt: error: {src}: moe-partition: 3 parts do not divide dimension 4 of "
-        "'l1_dispatched'\n"
+        f"lancet-opt: error: {src}: moe-partition: 5 parts exceed dimension 4 (2 blocks of 2) "
+        "of 'l1_dispatched': one row per part at least\n"
     )
 
 
@@ -183,13 +201,15 @@ def test_output_does_not_depend_on_the_hash_seed(tmp_path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_four_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
-    # 32 tokens, 8 experts (2 per rank): capacity 4, so 4 parts fit on 4 ranks
+@pytest.mark.parametrize("n", [4, 3])
+def test_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path, n: int) -> None:
+    # 32 tokens, 8 experts (2 per rank): capacity 4, so 4 parts fit on 4 ranks; 3 parts
+    # cut each rank's block of 4 slots 2, 1, 1 (forward and backward)
     cfg = dataclasses.replace(CFG, world_size=4, batch=8)
     (tmp_path / "a.mlir").write_text(to_text(build_gpt2_moe(cfg)))
-    module = partitioned(MoePartitionPass(parts=4), cfg)
-    assert {part(op) for op in body(module) if isinstance(op, AllToAllOp)} == {0, 1, 2, 3}
-    assert any(part(op) == 3 and kernel_name(op) == "batch_matmul_dx" for op in body(module))
+    module = partitioned(MoePartitionPass(parts=n), cfg)
+    assert {part(op) for op in body(module) if isinstance(op, AllToAllOp)} == set(range(n))
+    assert any(part(op) == n - 1 and kernel_name(op) == "batch_matmul_dx" for op in body(module))
     (tmp_path / "b.mlir").write_text(to_text(module))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -200,8 +220,9 @@ def test_four_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
     assert res.stdout.count("a.mlir vs b.mlir: same") == 1
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
 def test_template_estimate_equals_the_built_region_simulation(n: int) -> None:
+    # capacity 8: 3 and 5 parts are uneven (3, 3, 2 and 2, 2, 2, 1, 1 slots)
     cfg = GPT2MoEConfig(layers=2, hidden=64, heads=4, seq=32, batch=4, world_size=8,
                         experts_per_rank=2, vocab=64)  # fmt: skip
     model = CostModel.from_config(CostConfig(device="v100"))
@@ -216,7 +237,7 @@ def test_template_estimate_equals_the_built_region_simulation(n: int) -> None:
     for entry, exit_ in pairs:
         nodes = layer_range(graph, entry, exit_)
         weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-        solution = solve_axes(graph, nodes, [entry, exit_], weights, min_block=n)
+        solution = solve_axes(graph, nodes, [entry, exit_], weights, parts=n)
         assert solution is not None
         region = build_region(graph, solution, n)
         built = simulate_range(graph, nodes, time_of, region).makespan_us

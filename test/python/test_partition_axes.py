@@ -6,7 +6,7 @@ from helpers import parse
 from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.partition.axes import indivisible, part_counts, solve_axes
+from lancet_mlir.partition.axes import fits_parts, part_counts, solve_axes, unfit
 from lancet_mlir.partition.rules import PARTIAL
 
 
@@ -15,8 +15,8 @@ def graph_of(text: str) -> DataflowGraph:
     return DataflowGraph.from_block(fn.body.block)
 
 
-def solve(g: DataflowGraph, anchors: list[int], min_block: int = 2):
-    return solve_axes(g, range(len(g)), anchors, min_block=min_block)
+def solve(g: DataflowGraph, anchors: list[int], parts: int = 2):
+    return solve_axes(g, range(len(g)), anchors, parts=parts)
 
 
 # 2 ranks, 4 experts, capacity 4, 8 tokens, hidden 8
@@ -38,7 +38,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 
 def test_moe_layer_is_split_along_capacity_through_dispatch_and_combine() -> None:
     g = graph_of(MOE)
-    sol = solve(g, anchors=[1, 4], min_block=4)  # 4 parts: only the capacity axis has room
+    sol = solve(g, anchors=[1, 4], parts=4)  # 4 parts: only the capacity axis has room
     assert sol is not None
     assert sol.exact
     assert sol.nodes == [0, 1, 2, 3, 4, 5]  # the residual add reads a partial sum: left out
@@ -51,8 +51,10 @@ def test_moe_layer_is_split_along_capacity_through_dispatch_and_combine() -> Non
     assert sol.options[4] == (((1, 2),), ((1, 1),))
     # combine contracts the capacity axis: per-part partial sums
     assert sol.options[5] == (((1, 1), (2, 1)), (PARTIAL,))
-    assert part_counts(g, sol, 8) == [2, 4]
-    assert indivisible(g, sol, 3) == "3 parts do not divide dimension 4 of 'd'"
+    # every block has 4 rows: 3 parts are uneven (2, 1, 1 rows), 5 leave a part empty
+    assert part_counts(g, sol, 8) == [2, 3, 4]
+    assert unfit(g, sol, 3) is None
+    assert unfit(g, sol, 5) == "5 parts exceed dimension 4 of 'd': one row per part at least"
 
 
 def test_experts_are_an_axis_too() -> None:
@@ -74,8 +76,8 @@ def test_an_unsupported_op_shrinks_the_region() -> None:
     # on the expert axis: the pair cannot be pipelined, but the entry's region shrinks
     text = MOE.replace("comp.gelu %h", "comp.softmax %h {axis = 1 : i64}")
     g = graph_of(text)
-    assert solve(g, anchors=[1, 4], min_block=4) is None
-    sol = solve(g, anchors=[1], min_block=4)
+    assert solve(g, anchors=[1, 4], parts=4) is None
+    sol = solve(g, anchors=[1], parts=4)
     assert sol is not None
     # dispatch, entry and the first expert matmul (here along the hidden axis, a partial
     # sum); the softmax is left out and nothing after it can come back in
@@ -166,3 +168,41 @@ builtin.module {
     assert sol is not None
     assert sol.nodes == [0]
     assert solve(g, anchors=[1]) is None
+
+
+def test_uneven_parts_need_equal_blocks_or_a_divisor() -> None:
+    assert fits_parts([4, 4], 3)  # equal blocks: part k has the same rows in each
+    assert not fits_parts([4, 4], 5)  # a part would be empty
+    assert fits_parts([12, 6], 3)  # a reshape 12 -> 6 rows: 4 -> 2 rows per part
+    assert not fits_parts([12, 6], 4)  # 3, 3, 3, 3 rows cannot map onto 2, 2, 1, 1
+    assert fits_parts([], 7)  # nothing split (partial sums only)
+
+
+RESHAPES = """
+builtin.module {
+  func.func @f(%x: tensor<12x4xf32>) -> (tensor<6x8xf32>, tensor<12x2x2xf32>) {
+    %a = comp.gelu %x : (tensor<12x4xf32>) -> tensor<12x4xf32>
+    %m = comp.reshape %a {shape = array<i64: 6, 8>} : (tensor<12x4xf32>) -> tensor<6x8xf32>
+    %s = comp.reshape %a {shape = array<i64: 12, 2, 2>} : (tensor<12x4xf32>) -> tensor<12x2x2xf32>
+    func.return %m, %s : tensor<6x8xf32>, tensor<12x2x2xf32>
+  }
+}
+"""
+
+
+def test_a_reshape_merging_rows_takes_only_counts_that_divide() -> None:
+    g = graph_of(RESHAPES)
+    sol = solve(g, anchors=[0, 1, 2])
+    assert sol is not None
+    assert sol.options[1] == (((0, 1),), ((0, 1),))  # 12 rows of 4 -> 6 rows of 8
+    assert sol.options[2] == (((0, 1),), ((0, 1),))  # rows kept, columns reshaped
+    assert part_counts(g, sol, 8) == [2, 3, 6]
+    assert unfit(g, sol, 4) == (
+        "4 parts do not divide dimension 6 of 'm', which its op maps onto a dimension of "
+        "another size"
+    )
+    assert unfit(g, sol, 7) == "7 parts exceed dimension 6 of 'm': one row per part at least"
+    # 5 parts: the merging reshape stays out, the other ops take 3, 3, 2, 2, 2 rows
+    five = solve(g, anchors=[0], parts=5)
+    assert five is not None
+    assert five.nodes == [0, 2]

@@ -7,6 +7,7 @@ import pytest
 from helpers import parse
 from xdsl.dialects.func import FuncOp
 
+from lancet_mlir.dialects.comp import kernel_params
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
 from lancet_mlir.partition import (
@@ -17,6 +18,9 @@ from lancet_mlir.partition import (
     value_of,
     value_ref,
 )
+from lancet_mlir.partition.axes import solve_axes
+from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.region import apply_region, build_region, simulate_range
 from lancet_mlir.partition.rules import PARTIAL, partition_combos
 from lancet_mlir.runtime import compare_modules
 
@@ -101,3 +105,39 @@ def test_rewriter_keeps_values(n: int) -> None:
     assert sum(p is not None for p in parts) == 7 * n  # 4 a2as, y, dx, dw per chunk
     result = compare_modules(original, module, ranks=2)
     assert result.ok
+
+
+RESHAPES = """
+builtin.module {
+  func.func @f(%x: tensor<12x4xf32>) -> (tensor<6x8xf32>, tensor<12x2x2xf32>) {
+    %a = comp.gelu %x : (tensor<12x4xf32>) -> tensor<12x4xf32>
+    %m = comp.reshape %a {shape = array<i64: 6, 8>} : (tensor<12x4xf32>) -> tensor<6x8xf32>
+    %s = comp.reshape %a {shape = array<i64: 12, 2, 2>} : (tensor<12x4xf32>) -> tensor<12x2x2xf32>
+    func.return %m, %s : tensor<6x8xf32>, tensor<12x2x2xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("n", "rows"), [(3, [4, 4, 4]), (5, [3, 3, 2, 2, 2])])
+def test_region_parts_of_reshapes_reshape_their_own_rows(n: int, rows: list[int]) -> None:
+    # 3 parts divide both sides of the merging reshape (12 -> 6 rows); 5 parts leave it
+    # out and cut the 12 rows unevenly: each part of a reshape takes its part's shape
+    original, module = parse(RESHAPES), parse(RESHAPES)
+    graph = graph_of(module)
+    solution = solve_axes(graph, range(len(graph)), [0], parts=n)
+    assert solution is not None
+    assert solution.nodes == ([0, 1, 2] if n == 3 else [0, 2])
+    region = build_region(graph, solution, n)
+    order = simulate_range(graph, range(len(graph)), lambda op: 1.0, region).order
+    apply_region(graph, range(len(graph)), region, order)
+    module.verify()
+    check_dominance(module)
+    ops = graph_of(module).ops
+    split = next(op for op in ops if op.name == "comp.split")
+    assert [(shape_of(r) or (0,))[0] for r in split.results] == rows
+    parts = [op for op in ops if op.name == "comp.reshape" and "lancet.part" in op.attributes]
+    # the parts of %s: 12 x 2 x 2 cut into rows of 2 x 2
+    assert [kernel_params(op)["shape"] for op in parts if op.results[0].name_hint and
+            op.results[0].name_hint.startswith("s_")] == [(r, 2, 2) for r in rows]  # fmt: skip
+    assert compare_modules(original, module).ok

@@ -23,8 +23,9 @@ Partition-axis rules
 `Kernel.partition(in_sigs, out_sigs, params)` returns the list of allowed combinations
 `(input_axes, output_axes)`, one axis entry per input and per output, where an entry is
 
-* an `int` axis: the tensor is split into n equal contiguous chunks along that axis and
-  part k uses / produces chunk k;
+* an `int` axis: the tensor is split into n contiguous chunks along that axis and part k
+  uses / produces chunk k (equal chunks, or uneven ones of the same sizes on every tensor
+  split along a dimension of that size);
 * `None`: the tensor is not split: every part uses the whole tensor;
 * `PARTIAL` (outputs only): every part produces a full-shape partial result and the op's
   output is the sum of the parts (e.g. a matmul split along its contraction dimension).
@@ -32,7 +33,8 @@ Partition-axis rules
 `Kernel.allowed_partitions` always lists the all-`None` combination (the op is not split)
 first, drops combinations that split an axis of size < 2 and removes duplicates. A kernel
 whose `partition` is `None` is never split. The partitioner picks the number of parts n so
-that it divides every split dimension.
+that every part gets at least one row; where a combination splits dimensions of different
+sizes (a reshape merging rows), n must divide them all.
 """
 
 from __future__ import annotations

@@ -101,26 +101,41 @@ register(
 
 
 def _split_infer(ins: Sigs, params: Params) -> list[TensorSig]:
-    x, num = ins[0], params["num"]
+    x, num, sizes = ins[0], params["num"], params["sizes"]
     axis = norm_axis(params["axis"], x.rank)
-    if num < 1 or x.shape[axis] % num:
-        raise KernelError(f"cannot split dim {x.shape[axis]} of {x} into {num} equal parts")
-    shape = list(x.shape)
-    shape[axis] //= num
-    return [TensorSig(tuple(shape), x.dtype)] * num
+    dim = x.shape[axis]
+    if not sizes:
+        if num < 1 or dim % num:
+            raise KernelError(f"cannot split dim {dim} of {x} into {num} equal parts")
+        sizes = (dim // num,) * num
+    elif len(sizes) != num:
+        raise KernelError(f"split sizes {sizes} give {len(sizes)} parts, not num = {num}")
+    elif min(sizes) < 1:
+        raise KernelError(f"split sizes {sizes} must all be >= 1")
+    elif sum(sizes) != dim:
+        raise KernelError(f"split sizes {sizes} sum to {sum(sizes)}, not to dim {dim} of {x}")
+    out: list[TensorSig] = []
+    for size in sizes:
+        shape = list(x.shape)
+        shape[axis] = size
+        out.append(TensorSig(tuple(shape), x.dtype))
+    return out
 
 
 register(
     Kernel(
         name="split",
         num_inputs=1,
-        params={"axis": 0, "num": ParamSpec(int)},
+        params={"axis": 0, "num": ParamSpec(int), "sizes": ()},
         infer=_split_infer,
         flops=zero_flops,
         partition=lambda ins, outs, p: elementwise_partition(
             ins, outs, [norm_axis(p["axis"], ins[0].rank)]
         ),
-        doc="(x) -> `num` equal slices of x along `axis`",
+        doc=(
+            "(x) -> `num` slices of x along `axis`: equal, or of the sizes `sizes` (num "
+            "positive sizes that sum to the dimension) when given"
+        ),
     )
 )
 

@@ -46,7 +46,10 @@ def _transpose(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[A
 
 @implements("split")
 def _split(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
-    return [contiguous(xp, a) for a in xp.split(xs[0], p["num"], axis=p["axis"])]
+    sizes = p.get("sizes") or ()
+    # uneven slices: split at the running offsets (the first offset 0 is implicit)
+    cuts = [sum(sizes[:k]) for k in range(1, len(sizes))] if sizes else p["num"]
+    return [contiguous(xp, a) for a in xp.split(xs[0], cuts, axis=p["axis"])]
 
 
 @implements("concat")
