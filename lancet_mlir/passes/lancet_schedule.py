@@ -14,10 +14,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
+from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
@@ -27,17 +29,28 @@ from lancet_mlir.passes.scheduling import (
     fusion_hooks,
     simulated_makespan,
 )
+from lancet_mlir.passes.tutel_pipeline import TutelPipelinePass
 from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
 from lancet_mlir.sim.blocks import simulated_blocks
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.profiled_schedule import ScheduleDecision, profiled_fifo_schedule
 
-__all__ = ["LancetSchedulePass", "ScheduleDecision", "partition_stage", "profiled_fifo_schedule"]
+__all__ = [
+    "LancetSchedulePass",
+    "ScheduleDecision",
+    "partition_candidates",
+    "partition_stage",
+    "profiled_fifo_schedule",
+]
 
 LOG = logging.getLogger("lancet_mlir.schedule")
 """Stage lines (INFO): `lancet-opt --verbose` shows them on stderr."""
 
-PARTITIONS = ("none", "dp", "range")
+PARTITIONS = ("auto", "none", "dp", "range")
+
+EXPERT_DEGREES = (2, 4, 8)
+"""Part counts of the expert-only (Tutel-like) candidates of `partition=auto`: Tutel's sweep,
+so the pipeline is never slower than the best Tutel degree under its own cost model."""
 
 EVAL_UNITS_PER_SECOND = 5_000_000
 """`max-seconds` → evaluation budget: one chain evaluation of a block costs about V + E
@@ -68,6 +81,49 @@ def partition_stage(
     MoePartitionPass(algo=partition, **inherited).apply(ctx, module)
 
 
+def partition_candidates(
+    ctx: Context, module: ModuleOp, cost: CostOptions
+) -> list[tuple[str, ModuleOp]]:
+    """The partitioned candidates of `partition=auto`, each a partitioned clone of `module`
+    with its label, in preference order: Lancet's DP plan (`dp`), then the expert FFN alone
+    split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in EXPERT_DEGREES.
+
+    A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
+    input) or cannot be built (n does not divide an expert block's capacity) is left out:
+    it would only repeat the unpartitioned candidate.
+    """
+    before = _count_parts(module)
+    stages: list[tuple[str, ModulePass]] = [
+        ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost)))
+    ]
+    stages += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
+    trials: list[tuple[str, ModuleOp]] = []
+    for label, stage in stages:
+        trial = module.clone()
+        try:
+            stage.apply(ctx, trial)
+        except PassFailedException as exc:
+            LOG.info(f"lancet-schedule: partition candidate {label} left out: {exc}")
+            continue
+        if _count_parts(trial) == before:
+            continue
+        trials.append((label, trial))
+    return trials
+
+
+def _count_parts(module: ModuleOp) -> int:
+    """Ops tagged `lancet.part`: a partition stage that changed the module added some."""
+    return sum(1 for o in module.walk() if attrs.PART in o.attributes)
+
+
+def _take_body(module: ModuleOp, donor: ModuleOp) -> None:
+    """Replace `module`'s body by `donor`'s (moved, not copied)."""
+    body = donor.detach_region(donor.body)
+    old = module.detach_region(module.body)
+    module.add_region(body)
+    old.drop_all_references()
+
+
 def cost_options_of(cost: CostOptions) -> dict[str, Any]:
     """The `CostOptions` fields of a pass, to hand the same cost model to another pass."""
     return {f.name: getattr(cost, f.name) for f in fields(CostOptions)}
@@ -86,7 +142,15 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
        and the upward-rank list schedule, within the evaluation budget of `max-seconds`;
     4. fusion (`fusion=true`): all-reduces off the critical path merged when the makespan
        does not grow (§7.5, as `fuse-noncritical-comm`), then a short local search.
-    The partition stage (`partition=`) runs on the module before these. The result replaces
+    The partition stage (`partition=`) runs on the module before these. With `auto` (the
+    default) it makes candidates: the module unpartitioned, Lancet's DP plan
+    (`moe-partition`) and the expert FFN alone in 2, 4 and 8 parts (as `tutel-pipeline`);
+    stages 1-4 run on each (the search budget split evenly among them) and the candidate
+    whose scheduled module simulates fastest (summed over blocks) is kept, the earlier on a
+    tie. The DP costs each MoE layer in isolation, blind to what dW placement hides later,
+    so its plan can lose to a plain expert split once scheduled; comparing scheduled
+    results makes the pipeline never slower than `tutel-pipeline` at those degrees followed
+    by the scheduling stages. The result replaces
     the block only if it simulates strictly faster than both the input order and FIFO of the
     input (under `comm-streams`/`overlap-slowdown`); otherwise the faster of those two is
     kept (the input when tied). Deterministic: the budget counts evaluations, not seconds.
@@ -97,10 +161,12 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
 
     Options:
       heuristic=fifo|dw    initial schedule (default dw)
-      partition=dp|range|none  partition stage: `moe-partition{algo=...}` on the module
-                           first (default dp; none = schedule only)
+      partition=auto|dp|range|none  partition stage (default auto: the best scheduled of
+                           none, dp and expert-2/4/8); dp|range: `moe-partition{algo=...}`
+                           on the module first; none: schedule only
       fusion=true|false    non-critical all-reduce fusion (default true)
-      max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off)
+      max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off;
+                           with partition=auto shared evenly by the candidates)
       device=NAME, cluster=NAME, profile="FILE", comm-table="FILE",
       gpus-per-node=N, network-gbps=F   the cost model (each overrides the module attribute
                            of the same name, `lancet.device`, ...; see `CostOptions`)
@@ -113,29 +179,56 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     name = "lancet-schedule"
 
     heuristic: str = "dw"
-    partition: str = "dp"
+    partition: str = "auto"
     fusion: bool = True
     max_seconds: float | int = 10.0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self._check_options()
+        check_dominance(op)
+        if self.partition != "auto":
+            partition_stage(self.partition, ctx, op, self)
+            self._schedule(op, float(self.max_seconds), "")
+            return
+        trials = partition_candidates(ctx, op, self)
+        if not trials:  # nothing to partition: partition=none
+            self._schedule(op, float(self.max_seconds), "")
+            return
+        share = float(self.max_seconds) / (len(trials) + 1)
+        # the unpartitioned module is scheduled in place; a partitioned trial replaces it
+        # only when it simulates strictly faster (ties keep the earlier, simpler one)
+        best_label, best_us = "none", self._schedule(op, share, "none")
+        best: ModuleOp | None = None
+        for label, trial in trials:
+            makespan_us = self._schedule(trial, share, label)
+            if makespan_us < best_us:
+                best_label, best_us, best = label, makespan_us, trial
+        LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
+        if best is not None:
+            _take_body(op, best)
+
+    def _schedule(self, op: ModuleOp, max_seconds: float, label: str) -> float:
+        """Run the scheduling stages on every block of `op`; the sum of the blocks' final
+        makespans under the pass's simulator options."""
         options = self.sim_options(op)
         cost_model = self.cost_model(op)
-        check_dominance(op)
-        partition_stage(self.partition, ctx, op, self)
+        prefix = f"[{label}] " if label else ""
+        total_us = 0.0
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)
             if len(graph) < 2:
                 continue
             problem = block_problem(graph, cost_model.graph_times(graph))
             hooks = fusion_hooks(graph, cost_model) if self.fusion else None
-            budget = evaluation_budget(float(self.max_seconds), graph)
-            with _progress_bar(budget, item.label) as progress:
+            budget = evaluation_budget(max_seconds, graph)
+            with _progress_bar(budget, prefix + item.label) as progress:
                 result = run_pipeline(problem, self.heuristic, budget, hooks, progress)
-            result = _never_worse(problem, result, options)
+            result, makespan_us = _never_worse(problem, result, options)
+            total_us += makespan_us
             for stage in result.stages:
-                LOG.info(_stage_line(item.label, stage))
+                LOG.info(prefix + _stage_line(item.label, stage))
             apply_result(graph, result)
+        return total_us
 
     def _check_options(self) -> None:
         if self.heuristic not in HEURISTICS:
@@ -149,20 +242,24 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         check_number(self.name, "max-seconds", self.max_seconds, 0.0)
 
 
-def _never_worse(problem, result: PipelineResult, options: SimOptions) -> PipelineResult:
+def _never_worse(
+    problem: Problem, result: PipelineResult, options: SimOptions
+) -> tuple[PipelineResult, float]:
     """The pipeline's result if it is strictly faster (under `options`) than the input order
-    and than FIFO of the input; else the faster of those (the input when tied)."""
+    and than FIFO of the input; else the faster of those (the input when tied). With the
+    kept result's makespan under `options`."""
     identity = list(range(len(problem)))
     fifo = fifo_list_schedule(problem).order
     base = simulated_makespan(problem, identity, options)
     fifo_span = simulated_makespan(problem, fifo, options)
     final = simulated_makespan(result.problem, result.order, options)
     if final < min(base, fifo_span):
-        return result
+        return result, final
     fallback = fifo if fifo_span < base else identity
     stage = Stage("never worse: kept " + ("fifo" if fallback is fifo else "input"),
                   *_measure(problem, fallback))
-    return PipelineResult(problem, fallback, [], identity, [*result.stages, stage], result.evaluations)
+    kept = PipelineResult(problem, fallback, [], identity, [*result.stages, stage], result.evaluations)
+    return kept, min(base, fifo_span)
 
 
 def _measure(problem, order: list[int]) -> tuple[float, float]:

@@ -64,8 +64,8 @@ def test_passes_are_topological_and_never_worse(text: str) -> None:
     ("spec", "message"),
     [
         ("lancet-schedule{heuristic=greedy}", "lancet-schedule: heuristic must be one of fifo, dw, got 'greedy'"),
-        ("lancet-schedule{partition=tutel}", "lancet-schedule: partition must be one of none, dp, range, got 'tutel'"),
-        ("lancet-schedule{partition=foo}", "lancet-schedule: partition must be one of none, dp, range, got 'foo'"),
+        ("lancet-schedule{partition=tutel}", "lancet-schedule: partition must be one of auto, none, dp, range, got 'tutel'"),
+        ("lancet-schedule{partition=foo}", "lancet-schedule: partition must be one of auto, none, dp, range, got 'foo'"),
         ("lancet-schedule{max-seconds=-1}", "lancet-schedule: max-seconds must be finite and >= 0.0, got -1"),
         ("lancet-schedule{fusion=3}", "lancet-schedule: option fusion expects"),
         ("fuse-noncritical-comm{comm-streams=0}", "fuse-noncritical-comm: comm-streams must be >= 1, got 0"),
@@ -91,14 +91,14 @@ def _report(tmp_path, src, spec: str) -> tuple[str, dict]:
 
 
 def test_partition_stage_is_moe_partition_then_scheduling(tmp_path) -> None:
-    """The default partition stage (dp) is `moe-partition` with the pass's cost options,
-    followed by the scheduling stages; on a network-bound 2-node p3dn model it partitions and
-    beats both scheduling alone and Tutel's expert pipelining."""
+    """The dp partition stage is `moe-partition` with the pass's cost options, followed by
+    the scheduling stages; on a network-bound 2-node p3dn model it partitions and beats both
+    scheduling alone and Tutel's expert pipelining."""
     cfg = GPT2MoEConfig(layers=2, hidden=768, heads=16, seq=512, batch=16, world_size=16,
                         experts_per_rank=2)  # fmt: skip
     src = tmp_path / "in.mlir"
     src.write_text(to_text(build_gpt2_moe(cfg)))
-    full, full_rep = _report(tmp_path, src, "lancet-schedule")
+    full, full_rep = _report(tmp_path, src, "lancet-schedule{partition=dp}")
     composed, _ = _report(tmp_path, src, "moe-partition,lancet-schedule{partition=none}")
     assert full == composed
     assert "lancet.part" in full

@@ -1,0 +1,112 @@
+"""lancet-schedule{partition=auto}: the partition candidate whose scheduled module is fastest."""
+
+from __future__ import annotations
+
+import logging
+
+from helpers import run_pipeline, to_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.utils.exceptions import PassFailedException
+
+from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.profile.cost_model import CostModel
+from lancet_mlir.profile.settings import module_cost_settings
+from lancet_mlir.sim.blocks import simulate_module
+
+DEGREES = (2, 4, 8)
+
+
+def model(cluster: str, **kwargs: int) -> ModuleOp:
+    """A generated GPT-2 MoE module costed on `cluster`."""
+    module = build_gpt2_moe(GPT2MoEConfig(experts_per_rank=2, **kwargs))
+    module.attributes["lancet.cluster"] = StringAttr(cluster)
+    return module
+
+
+def makespan(module: ModuleOp) -> float:
+    """Simulated iteration time under the module's own cost settings (the cluster)."""
+    cost_model = CostModel.from_config(module_cost_settings(module).config())
+    return sum(r.summary.makespan_us for r in simulate_module(module, cost_model) if r.top_level)
+
+
+def p3dn_model() -> ModuleOp:
+    """One MoE layer on 2 p3dn nodes where Lancet's DP plan, once scheduled, is slower than
+    splitting the expert FFN alone in 2 or 4 parts (4 is fastest)."""
+    return model("p3dn", layers=2, hidden=384, heads=8, seq=256, batch=16, world_size=16, vocab=256)
+
+
+def test_auto_keeps_the_fastest_scheduled_candidate(caplog) -> None:
+    """Without search every candidate is scheduled exactly as its own pipeline would be, so
+    auto's result is the fastest of them, byte for byte; here that is expert-4 (20547.5 us),
+    faster than expert-2 (20554.7), the DP plan (20622.6) and no partition (21943.0)."""
+    base = p3dn_model()
+    spans = {
+        "none": makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0}")),
+        "dp": makespan(run_pipeline(base.clone(), "lancet-schedule{partition=dp max-seconds=0}")),
+    }
+    texts = {}
+    for n in DEGREES:
+        spec = f"tutel-pipeline{{degree={n}}},lancet-schedule{{partition=none max-seconds=0}}"
+        scheduled = run_pipeline(base.clone(), spec)
+        spans[f"expert-{n}"], texts[n] = makespan(scheduled), to_text(scheduled)
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        auto = run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}")
+    assert round(spans["none"], 1) == 21943.0
+    assert round(spans["dp"], 1) == 20622.6
+    assert round(spans["expert-2"], 1) == 20554.7
+    assert round(spans["expert-4"], 1) == 20547.5
+    assert makespan(auto) == min(spans.values()) == spans["expert-4"]
+    assert to_text(auto) == texts[4]
+    assert "kept partition candidate expert-4 (20547.5 us)" in caplog.text
+
+
+def test_auto_is_never_slower_than_tutel_with_search() -> None:
+    """With the default (shared) search budget the result is still no slower than any Tutel
+    degree, with or without the scheduling stages after it, and than the input."""
+    base = p3dn_model()
+    auto = makespan(run_pipeline(base.clone(), "lancet-schedule"))
+    assert auto <= makespan(base)
+    for n in DEGREES:
+        assert auto <= makespan(run_pipeline(base.clone(), f"tutel-pipeline{{degree={n}}}"))
+        spec = f"tutel-pipeline{{degree={n}}},lancet-schedule{{partition=none max-seconds=0}}"
+        assert auto <= makespan(run_pipeline(base.clone(), spec))
+
+
+def test_auto_without_moe_layers_is_partition_none() -> None:
+    """No MoE layer (moe-every=0): every partitioned candidate is left out."""
+    base = model("p4de", layers=2, hidden=32, heads=2, seq=16, batch=2, world_size=4, vocab=64,
+                 moe_every=0)  # fmt: skip
+    auto = run_pipeline(base.clone(), "lancet-schedule{max-seconds=0.2}")
+    plain = run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0.2}")
+    assert to_text(auto) == to_text(plain)
+    assert "lancet.part" not in to_text(auto)
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    st.sampled_from(["p3dn", "p4de"]),
+    st.sampled_from([16, 32]),
+    st.sampled_from([16, 32]),
+    st.sampled_from([2, 4]),
+    st.sampled_from([4, 8]),
+)
+def test_auto_never_slower_than_any_candidate_alone(
+    cluster: str, hidden: int, seq: int, batch: int, world: int
+) -> None:
+    """On random small models: never slower than the input, than `tutel-pipeline` at any
+    degree that applies, nor than scheduling without partitioning (no search, so every
+    candidate runs exactly as its own pipeline)."""
+    base = model(cluster, layers=1, moe_every=1, hidden=hidden, heads=2, seq=seq, batch=batch,
+                 world_size=world, vocab=64)  # fmt: skip
+    auto = makespan(run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}"))
+    assert auto <= makespan(base)
+    assert auto <= makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0}"))
+    assert auto <= makespan(run_pipeline(base.clone(), "lancet-schedule{partition=dp max-seconds=0}"))
+    for n in DEGREES:
+        try:
+            tutel = run_pipeline(base.clone(), f"tutel-pipeline{{degree={n}}}")
+        except PassFailedException:  # n does not divide the capacity: no such candidate
+            continue
+        assert auto <= makespan(tutel)
