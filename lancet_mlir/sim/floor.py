@@ -39,6 +39,10 @@ from lancet_mlir.graph.flow import max_flow
 from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits, topological_order
 from lancet_mlir.sim.model import GraphLike
 
+MAX_NETWORK_EDGES = 2_000_000
+"""Largest overlap-capacity network solved (about a minute of max flow in Python); larger
+graphs get the unhideable floor alone."""
+
 
 @dataclass(frozen=True)
 class ExposedFloor:
@@ -50,6 +54,7 @@ class ExposedFloor:
     give. `uncovered_us[c]`: for each collective, the part of it that one maximum overlap
     assignment leaves exposed (they sum to `floor_us`; with several streams only the
     unhideable collectives are listed). `chains`: the separated chains used (one stream).
+    `overlap_bound`: whether `floor_us` is the overlap-capacity bound (else the unhideable one).
     """
 
     floor_us: float
@@ -57,6 +62,7 @@ class ExposedFloor:
     unhideable_us: float
     uncovered_us: dict[int, float]
     chains: list[list[int]]
+    overlap_bound: bool
 
 
 def exposed_comm_floor(
@@ -64,8 +70,13 @@ def exposed_comm_floor(
     durations: Sequence[float],
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,
+    max_edges: int = MAX_NETWORK_EDGES,
 ) -> ExposedFloor:
-    """A lower bound on the exposed communication of every order of `graph` (module doc)."""
+    """A lower bound on the exposed communication of every order of `graph` (module doc).
+
+    The overlap-capacity bound is skipped (`overlap_bound` False, the floor is then the
+    unhideable one) with several communication streams and when its network would have more
+    than `max_edges` edges."""
     n = len(graph.preds)
     if len(durations) != n:
         raise ValueError(f"{len(durations)} durations for a graph of {n} ops")
@@ -85,11 +96,13 @@ def exposed_comm_floor(
     unhideable = [c for c in comms if not free[c]]
     alone = _unhideable_bound(unhideable, anc, durations, num_comm_streams)
     if num_comm_streams > 1:
-        return ExposedFloor(alone, unhideable, alone, {c: durations[c] for c in unhideable}, [])
+        return ExposedFloor(alone, unhideable, alone, {c: durations[c] for c in unhideable}, [], False)
     chains = separated_chains(comms, graph.comm_kind, anc, desc, work)
-    uncovered = _overlap_capacity(comms, free, chains, work, durations, overlap_slowdown)
+    uncovered = _overlap_capacity(comms, free, chains, work, durations, overlap_slowdown, max_edges)
+    if uncovered is None:
+        return ExposedFloor(alone, unhideable, alone, {c: durations[c] for c in unhideable}, chains, False)
     floor = max(sum(uncovered.values()), alone)
-    return ExposedFloor(floor, unhideable, alone, uncovered, chains)
+    return ExposedFloor(floor, unhideable, alone, uncovered, chains, True)
 
 
 def _unhideable_bound(
@@ -132,28 +145,39 @@ def _overlap_capacity(
     work: int,
     durations: Sequence[float],
     slowdown: float,
-) -> dict[int, float]:
-    """Per collective, its duration minus the overlap a maximum flow assigns to it."""
+    max_edges: int,
+) -> dict[int, float] | None:
+    """Per collective, its duration minus the overlap a maximum flow assigns to it; None if
+    the network would have more than `max_edges` edges."""
     classes = [work] if work else []
-    for c in comms:  # refine: members of a class are unordered with the same collectives
+    for free_set in dict.fromkeys(free[c] for c in comms if free[c]):
+        # refine: the members of a class are unordered with the same collectives
         refined: list[int] = []
         for members in classes:
-            inside, outside = members & free[c], members & ~free[c]
+            inside, outside = members & free_set, members & ~free_set
             refined += [m for m in (inside, outside) if m]
         classes = refined
+    # a class lies inside or outside each free set: test one member's bit, O(1) on bytes
+    width = (len(durations) + 7) // 8
+    free_bytes = {c: free[c].to_bytes(width, "little") for c in comms}
+    representative = [(m & -m).bit_length() - 1 for m in classes]
+    neighbours = [
+        [c for c in comms if free_bytes[c][r >> 3] >> (r & 7) & 1] for r in representative
+    ]
+    if sum(len(ns) for ns in neighbours) + len(classes) + len(comms) > max_edges:
+        return None
     chain_of = {c: k for k, chain in enumerate(chains) for c in chain}
     comm_node = {c: 2 + k for k, c in enumerate(comms)}
     source, sink, next_node = 0, 1, 2 + len(comms)
     edges: list[tuple[int, int, float]] = []
-    for members in classes:
+    for members, targets_of_class in zip(classes, neighbours, strict=True):
         times = [slowdown * durations[x] for x in bits_of(members)]
         cls = next_node
         next_node += 1
         edges.append((source, cls, sum(times)))
         by_chain: dict[int, list[int]] = {}
-        for c in comms:
-            if members & free[c]:
-                by_chain.setdefault(chain_of[c], []).append(c)
+        for c in targets_of_class:
+            by_chain.setdefault(chain_of[c], []).append(c)
         for targets in by_chain.values():
             if len(targets) == 1:
                 edges.append((cls, comm_node[targets[0]], float("inf")))

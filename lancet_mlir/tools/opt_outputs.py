@@ -227,7 +227,8 @@ def after_pipeline(
       (`pid` = block number in module order, named `@func`, `@func/<op>#k` for blocks nested
       in ops, `<module>` for bare top-level ops), each stream a thread;
     * `--report FILE`: JSON with the totals over function bodies (`makespan_us`,
-      `compute_us`, `comm_us`, `exposed_comm_us`, `overlap_us`, `lower_bound_us`, ...; the
+      `compute_us`, `comm_us`, `exposed_comm_us`, `overlap_us`, `lower_bound_us`,
+      `exposed_comm_floor_us`, ...; the
       functions are taken to run one after the other, so times add up), per-function and
       nested-block entries, how it was costed (`costing`: the pass and its options, device,
       cluster, network, files, simulator options; `provenance`: versions and file hashes;
@@ -353,6 +354,8 @@ def _report(
     then per-function and nested-block entries."""
     top = [r for r in results if r.top_level]
     report: dict = {key: sum(getattr(r.summary, key) for r in top) for key in _TOTAL_KEYS}
+    floors = [_exposed_floor(r, sim) for r in top]
+    report["exposed_comm_floor_us"] = None if None in floors else sum(f for f in floors if f is not None)
     report["num_comm_streams"] = sim.num_comm_streams
     report["overlap_slowdown"] = sim.overlap_slowdown
     report["costing"] = {
@@ -362,7 +365,8 @@ def _report(
         "overlap_slowdown": sim.overlap_slowdown,
     }
     report["functions"] = [
-        {"name": r.function, "label": r.label, **r.summary.as_dict()} for r in top
+        {"name": r.function, "label": r.label, **r.summary.as_dict(), "exposed_comm_floor_us": f}
+        for r, f in zip(top, floors, strict=True)
     ]
     report["nested_blocks"] = [
         {"label": r.label, **r.summary.as_dict()} for r in results if not r.top_level
@@ -371,6 +375,26 @@ def _report(
     report["pipeline"] = getattr(args, "passes", "") or ""
     report["input"] = getattr(args, "input_file", None) or "-"
     return report
+
+
+FLOOR_MAX_OPS = 20_000
+"""Largest block whose exposed-communication floor the report computes (its reachability
+bitsets take V^2 / 8 bytes: 50 MB at this size); larger blocks report null."""
+
+FLOOR_MAX_EDGES = 500_000
+"""Largest overlap-capacity network the report solves (a few seconds); beyond it the floor
+is that of the unhideable collectives alone (still a floor, only a weaker one)."""
+
+
+def _exposed_floor(result: BlockResult, sim: SimOptions) -> float | None:
+    """The block's floor on exposed communication over every order (`sim/floor.py`)."""
+    from lancet_mlir.sim.floor import exposed_comm_floor
+
+    if len(result.durations) > FLOOR_MAX_OPS:
+        return None
+    return exposed_comm_floor(
+        result.graph, result.durations, sim.num_comm_streams, sim.overlap_slowdown, FLOOR_MAX_EDGES
+    ).floor_us
 
 
 def _write_gantt(path: str, results: Sequence[BlockResult], args: argparse.Namespace) -> None:

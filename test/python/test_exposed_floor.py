@@ -82,6 +82,20 @@ def test_independent_compute_hides_part_of_a_collective() -> None:
     assert best_exposed(p) == 2.0
 
 
+def test_a_too_large_network_falls_back_to_the_unhideable_floor() -> None:
+    # a(2) -> c(5) -> b(3) -> d(4) -> e(1) and x(3) -> d: x can overlap c only; d is unhideable
+    p = Problem.from_edges([2, 5, 3, 3, 4, 1], [(0, 1), (1, 2), (2, 4), (3, 4), (4, 5)],
+                           {1: "all_to_all", 4: "all_to_all"})
+    full = exposed_comm_floor(p, p.durations)
+    assert full.overlap_bound
+    assert full.floor_us == 6.0  # d (4) + what x (3) leaves of c (5)
+    small = exposed_comm_floor(p, p.durations, max_edges=2)
+    assert not small.overlap_bound
+    assert small.unhideable == [4]
+    assert small.floor_us == 4.0
+    assert best_exposed(p) == 6.0
+
+
 def test_zero_duration_compute_hides_nothing() -> None:
     p = Problem.from_edges([2, 5, 3, 0], [(0, 1), (1, 2)], {1: "all_to_all"})
     assert exposed_comm_floor(p, p.durations).unhideable == [1]

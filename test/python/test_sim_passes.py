@@ -179,6 +179,9 @@ def test_lancet_opt_report_timeline_and_gantt(tmp_path) -> None:
     assert data["exposed_comm_us"] == 1.0
     assert data["overlap_us"] == 4.0
     assert data["lower_bound_us"] == 10.0
+    # r (5 µs) is unordered only with b (4 µs): every order exposes at least 1 µs (this one does)
+    assert data["exposed_comm_floor_us"] == 1.0
+    assert data["functions"][0]["exposed_comm_floor_us"] == 1.0
     assert data["pipeline"] == "lancet-schedule"
     assert [f["name"] for f in data["functions"]] == ["step"]
     assert data["functions"][0]["makespan_us"] == 10.0
