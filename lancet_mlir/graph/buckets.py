@@ -1,5 +1,6 @@
-"""Planning of collective buckets (plain data, no IR edits): comm-bucket-fusion's `plan_buckets`
-and DDP's gradient buckets `plan_ddp_buckets` (ddp-bucket-schedule, bench)."""
+"""Planning of collective buckets on plain data (no IR edits): one planner, `plan_buckets`,
+for comm-bucket-fusion (FIFO visit order) and DDP's gradient buckets (readiness order,
+`plan_ddp_buckets`, used by ddp-bucket-schedule)."""
 
 from __future__ import annotations
 
@@ -27,79 +28,102 @@ def fusion_key(op: Operation) -> tuple | None:
     return (op.name, props, dtypes)
 
 
+@dataclass(frozen=True)
+class Bucket:
+    """A planned bucket: collective nodes in visit order and their total payload bytes."""
+
+    members: tuple[int, ...]
+    nbytes: int
+
+
 @dataclass
 class _OpenBucket:
+    """A bucket still taking members: `window` is its members' smallest node index and
+    `descends[v]` memoises whether node v is reachable from (or is) one of its members."""
+
     members: list[int]
     nbytes: int
-    first_pos: int
+    window: int
     descends: dict[int, bool] = field(default_factory=dict)
 
 
-def plan_buckets(
-    graph: DataflowGraph, order: Sequence[int], bucket_bytes: int, kinds: frozenset[str]
-) -> list[list[int]]:
-    """Group collectives of the given kinds into buckets, visiting them in `order`.
+def plan_buckets(graph: DataflowGraph, visit: Sequence[int], bucket_bytes: int) -> list[Bucket]:
+    """Group the collectives `visit` into buckets, taking them in that order.
 
-    A bucket closes when it holds at least `bucket_bytes`, at the end, or when the next
-    collective of a bucketed kind depends on one of its members (whatever that collective's
-    own bucket). Only buckets of two or more are returned, each listing node indices in visit
-    order; buckets never share a node and no member of a bucket reaches another member.
+    Each fusion kind (`fusion_key`) fills its own open bucket, which closes as soon as it
+    holds at least `bucket_bytes`, or at the end. Before a node joins, every open bucket
+    with a member it depends on (whatever that bucket's kind) closes. Returns every bucket,
+    singletons included, members in visit order, buckets by their first member's visit
+    index. `graph`'s node order must be topological (it is for a dominance-valid block), and
+    `visit` must respect the dependencies among its nodes: a node after every visited node it
+    depends on.
 
-    Closing every open bucket a new member depends on, not only the bucket it joins, keeps
-    the fused graph acyclic: with two open buckets {a, d} and {b, c} where c depends on a
-    and d on b, fusing both would make each fused op wait for the other. Since `order` is
-    topological, a bucket then always closes before any member of a bucket that depends on
-    it joins, so close times increase along every edge between fused ops.
+    No member reaches another member of its bucket, and fusing every bucket leaves the graph
+    acyclic. Close times increase along every path between members of two different buckets:
+    when y (bucket C) depends on x (bucket B), y is visited after x, and B, if still open,
+    closes before y joins C, so B closes before C does. A cycle through the fused ops would
+    need a path from each bucket to the next, hence strictly increasing close times round a
+    cycle. Closing only the bucket y joins is not enough: with open buckets {a, d} and {b, c}
+    where c depends on a and d on b, each fused op would wait for the other.
+
+    Two visit orders qualify. comm-bucket-fusion's: a topological order (FIFO) restricted to
+    the visited nodes. DDP's readiness order (sorted by the program index of the node's last
+    producer, `readiness_order`): if gradient a reaches gradient b, b's last producer is a
+    or one of its descendants, so ready(b) >= index(a) > ready(a) and a comes first.
+
+    The dependency test is a backward search from the new node over producers, memoised per
+    open bucket and pruned below the bucket's window (its smallest member index): in a
+    topological node order nothing before a member descends from it. The memo stays valid
+    as members join in any qualifying order: it only holds ancestors of earlier visited
+    nodes (and the members, set True), and a later member cannot be an ancestor of an
+    earlier visited node; nodes pruned under an older, higher window are not in the memo, so
+    a lower window after a new member joins just searches further. Each bucket's work is
+    bounded by the edges within its window: O(V + E) per bucket, no O(V^2) reachability.
     """
-    position = [0] * len(graph)
-    for k, i in enumerate(order):
-        position[i] = k
+    order_of = {node: k for k, node in enumerate(visit)}
     open_buckets: dict[tuple, _OpenBucket] = {}
-    result: list[list[int]] = []
+    result: list[Bucket] = []
 
     def close(key: tuple) -> None:
         bucket = open_buckets.pop(key)
-        if len(bucket.members) > 1:
-            result.append(bucket.members)
+        result.append(Bucket(tuple(bucket.members), bucket.nbytes))
 
-    for i in order:
-        op = graph.ops[i]
-        if not isinstance(op, CollectiveOp) or op.KIND not in kinds:
-            continue
-        key = fusion_key(op)
-        assert key is not None
-        for other in [k for k, b in open_buckets.items() if _depends_on(graph, position, b, i)]:
+    for node in visit:
+        key = fusion_key(graph.ops[node])
+        if key is None:
+            raise ValueError(f"node {node} ({graph.ops[node].name}) is not a collective")
+        for other in [k for k, b in open_buckets.items() if _depends_on(graph, b, node)]:
             close(other)
         bucket = open_buckets.get(key)
         if bucket is None:
-            bucket = open_buckets[key] = _OpenBucket([], 0, position[i])
-            bucket.descends.clear()
-        bucket.members.append(i)
-        bucket.descends[i] = True
-        bucket.nbytes += graph.payload_bytes[i]
+            bucket = open_buckets[key] = _OpenBucket([], 0, node)
+        bucket.members.append(node)
+        bucket.window = min(bucket.window, node)
+        bucket.descends[node] = True
+        bucket.nbytes += graph.payload_bytes[node]
         if bucket.nbytes >= bucket_bytes:
             close(key)
     for key in list(open_buckets):
         close(key)
-    result.sort(key=lambda members: position[members[0]])
+    result.sort(key=lambda b: order_of[b.members[0]])
     return result
 
 
-def _depends_on(graph: DataflowGraph, position: list[int], bucket: _OpenBucket, node: int) -> bool:
-    """True if `node` is reachable from a bucket member.
+def _depends_on(graph: DataflowGraph, bucket: _OpenBucket, node: int) -> bool:
+    """True if `node` is reachable from a member of the open `bucket` (see `plan_buckets`).
 
-    Iterative DFS over producers, pruned at nodes visited before the bucket's first member
-    (they cannot descend from it in a topological order) and memoised per bucket, so the
-    total work per bucket is bounded by the edges inside its window.
+    Iterative DFS over producers, skipping nodes below the bucket's window and nodes already
+    in its memo, which it extends.
     """
     memo = bucket.descends
+    window = bucket.window
     stack = [node]
     while stack:
         top = stack[-1]
         if top in memo:
             stack.pop()
             continue
-        pending = [p for p in graph.preds[top] if p not in memo and position[p] >= bucket.first_pos]
+        pending = [p for p in graph.preds[top] if p not in memo and p >= window]
         if pending:
             stack.extend(pending)
             continue
@@ -109,16 +133,6 @@ def _depends_on(graph: DataflowGraph, position: list[int], bucket: _OpenBucket, 
 
 
 # ---- DDP's gradient buckets (ddp-bucket-schedule) ---------------------------------------------
-@dataclass(frozen=True)
-class Bucket:
-    """Planned bucket: gradient all-reduce nodes (readiness order) and the node after which
-    the fused all-reduce launches (its last producer; -1 when every operand is an argument)."""
-
-    members: tuple[int, ...]
-    anchor: int
-    nbytes: int
-
-
 def has_roles(module: ModuleOp) -> bool:
     """True when any op of `module` carries a `lancet.role` annotation."""
     return any(attrs.ROLE in op.attributes for op in module.walk())
@@ -141,43 +155,25 @@ def is_gradient_allreduce(op: Operation, roles: bool) -> bool:
     return True
 
 
+def last_producer(graph: DataflowGraph, nodes: Sequence[int]) -> int:
+    """The largest node index among the producers of `nodes` (-1 when they have none): where
+    DDP launches their bucket, and when a gradient is ready."""
+    return max((p for n in nodes for p in graph.preds[n]), default=-1)
+
+
+def readiness_order(graph: DataflowGraph, gradients: Sequence[int]) -> list[int]:
+    """`gradients` in the order they become ready: by their last producer, then by index."""
+    return sorted(gradients, key=lambda i: (last_producer(graph, (i,)), i))
+
+
 def plan_ddp_buckets(
     graph: DataflowGraph, gradients: Sequence[int], bucket_bytes: int
 ) -> list[Bucket]:
-    """Assign gradient all-reduces to buckets as PyTorch DDP does.
-
-    Gradients are visited in readiness order (program position of their last producer,
-    ties by position of the all-reduce); each compatible kind (same reduction, group and
-    element type) fills its own open bucket, which closes as soon as it holds at least
-    `bucket_bytes`. A gradient that depends on a member of any open bucket (its own kind's
-    or another's) closes that bucket first, so fusing never creates a cycle, not even
-    between two buckets of different kinds (see `plan_buckets`). Buckets are returned in
-    launch order (by anchor).
+    """Assign gradient all-reduces to buckets as PyTorch DDP does: `plan_buckets` over the
+    readiness order, so each compatible kind (same reduction, group and element type) fills
+    its own bucket, closing at `bucket_bytes` or when a later gradient depends on it.
+    Buckets come in launch order: by `last_producer` of their members, then first member.
     """
-    ready = {i: max(graph.preds[i], default=-1) for i in gradients}
-    visit = sorted(gradients, key=lambda i: (ready[i], i))
-    reach: list[int] | None = None
-    open_buckets: dict[tuple, list[int]] = {}
-    sizes: dict[tuple, int] = {}
-    buckets: list[Bucket] = []
-
-    def close(key: tuple) -> None:
-        members = open_buckets.pop(key)
-        buckets.append(Bucket(tuple(members), max(ready[m] for m in members), sizes.pop(key)))
-
-    for i in visit:
-        key = fusion_key(graph.ops[i])
-        assert key is not None
-        if open_buckets:
-            reach = reach if reach is not None else graph.descendants()
-            for other in [k for k, ms in open_buckets.items() if any(reach[m] >> i & 1 for m in ms)]:
-                close(other)
-        open_buckets.setdefault(key, [])
-        open_buckets[key].append(i)
-        sizes[key] = sizes.get(key, 0) + graph.payload_bytes[i]
-        if sizes[key] >= bucket_bytes:
-            close(key)
-    for key in list(open_buckets):
-        close(key)
-    buckets.sort(key=lambda b: (b.anchor, b.members[0]))
+    buckets = plan_buckets(graph, readiness_order(graph, gradients), bucket_bytes)
+    buckets.sort(key=lambda b: (last_producer(graph, b.members), b.members[0]))
     return buckets

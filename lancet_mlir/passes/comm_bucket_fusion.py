@@ -60,10 +60,12 @@ class CommBucketFusionPass(CheckedOptions, ModulePass):
             graph = DataflowGraph.from_block(block)
             if len(graph) < 2:
                 continue
-            buckets = plan_buckets(graph, fifo_order(graph), self.bucket_bytes, frozenset(kinds))
-            if not buckets:
+            visit = [i for i in fifo_order(graph) if graph.comm_kind[i] in kinds]
+            buckets = plan_buckets(graph, visit, self.bucket_bytes)
+            fused = [b for b in buckets if len(b.members) > 1]
+            if not fused:
                 continue
-            for bucket in buckets:
-                fuse_collectives([graph.ops[i] for i in bucket])
+            for bucket in fused:
+                fuse_collectives([graph.ops[i] for i in bucket.members])
             fixed = DataflowGraph.from_block(block)
             apply_order(fixed, fixed.topo_order())

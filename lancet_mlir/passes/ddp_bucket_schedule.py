@@ -14,6 +14,7 @@ from lancet_mlir.graph.buckets import (
     Bucket,
     has_roles,
     is_gradient_allreduce,
+    last_producer,
     plan_ddp_buckets,
 )
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -72,7 +73,7 @@ class DdpBucketSchedulePass(CheckedOptions, ModulePass):
         for bucket in buckets:
             members = [graph.ops[i] for i in bucket.members]
             fused = members[0] if len(members) == 1 else _fuse(members)
-            anchored.setdefault(bucket.anchor, []).append(fused)
+            anchored.setdefault(last_producer(graph, bucket.members), []).append(fused)
             moved.add(fused)
         desired = list(anchored.get(-1, []))
         for i, o in enumerate(graph.ops):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import parse
 
-from lancet_mlir.graph.buckets import plan_buckets
+from lancet_mlir.graph.buckets import Bucket, plan_buckets, plan_ddp_buckets, readiness_order
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind, op_display_name
 from lancet_mlir.graph.fifo import fifo_order
 
@@ -83,8 +84,59 @@ def test_plan_buckets_respects_dependencies() -> None:
     g = DataflowGraph.from_block(func.regions[0].block)
     order = fifo_order(g)
     assert order == [0, 3, 4, 1, 2]
+    visit = [i for i in order if g.comm_kind[i] == "allreduce"]
     # visit r1, r3, r4 (ready first), then r2 which depends on r1: r1's bucket closes
-    assert plan_buckets(g, order, 10_000, frozenset({"allreduce"})) == [[0, 3, 4]]
+    assert plan_buckets(g, visit, 10_000) == [Bucket((0, 3, 4), 192), Bucket((2,), 64)]
     # 128-byte buckets: r1+r3 is full, r4 then waits for r2 (independent of r4) to join
-    assert plan_buckets(g, order, 128, frozenset({"allreduce"})) == [[0, 3], [4, 2]]
-    assert plan_buckets(g, order, 10_000, frozenset({"allgather"})) == []
+    assert plan_buckets(g, visit, 128) == [Bucket((0, 3), 128), Bucket((4, 2), 128)]
+    assert plan_buckets(g, [], 10_000) == []
+    # DDP's readiness order (last producer: -1 for r1, r3, r4; %d = node 1 for r2) is the
+    # same visit; buckets come by launch point, r2's bucket after %d
+    assert readiness_order(g, [0, 2, 3, 4]) == [0, 3, 4, 2]
+    assert plan_ddp_buckets(g, [0, 2, 3, 4], 10_000) == [Bucket((0, 3, 4), 192), Bucket((2,), 64)]
+    assert plan_ddp_buckets(g, [0, 2, 3, 4], 128) == [Bucket((0, 3), 128), Bucket((4, 2), 128)]
+    with pytest.raises(ValueError, match="node 1 .* is not a collective"):
+        plan_buckets(g, [0, 1], 10_000)
+
+
+def test_ddp_buckets_come_in_launch_order() -> None:
+    # r2 reduces an argument (ready first), r3 is ready after %a, r1 after %b; the
+    # max-reduction r3 fills its own bucket
+    text = """
+    func.func @f(%x: tensor<16xf32>) -> tensor<16xf32> {
+      %a = "test.op"(%x) : (tensor<16xf32>) -> tensor<16xf32>
+      %b = "test.op"(%a) : (tensor<16xf32>) -> tensor<16xf32>
+      %r1 = comm.allreduce %b : (tensor<16xf32>) -> tensor<16xf32>
+      %r2 = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+      %r3 = comm.allreduce %a reduce max : (tensor<16xf32>) -> tensor<16xf32>
+      func.return %r1 : tensor<16xf32>
+    }
+    """
+    module = parse(text)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    g = DataflowGraph.from_block(func.regions[0].block)
+    assert readiness_order(g, [2, 3, 4]) == [3, 4, 2]
+    # one sum bucket {r2, r1} launched after %b (node 1), the max bucket {r3} after %a (node 0)
+    assert plan_ddp_buckets(g, [2, 3, 4], 10_000) == [Bucket((4,), 64), Bucket((3, 2), 128)]
+    assert plan_buckets(g, [3, 4, 2], 10_000) == [Bucket((3, 2), 128), Bucket((4,), 64)]
+
+
+def test_bucket_window_follows_its_lowest_member() -> None:
+    # readiness order visits r1 (ready at once, node 3) before r2 (node 1, ready after %a):
+    # the bucket's window drops to node 1, so %v's search walks back through %y (node 2)
+    # and finds that %v depends on r2: the bucket {r1, r2} closes and %v is alone
+    text = """
+    func.func @f(%x: tensor<16xf32>) {
+      %a = "test.op"() : () -> tensor<16xf32>
+      %r2 = comm.allreduce %a : (tensor<16xf32>) -> tensor<16xf32>
+      %y = "test.op"(%r2) : (tensor<16xf32>) -> tensor<16xf32>
+      %r1 = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+      %v = comm.allreduce %y : (tensor<16xf32>) -> tensor<16xf32>
+      func.return
+    }
+    """
+    module = parse(text)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    g = DataflowGraph.from_block(func.regions[0].block)
+    assert readiness_order(g, [1, 3, 4]) == [3, 1, 4]
+    assert plan_buckets(g, [3, 1, 4], 10_000) == [Bucket((3, 1), 128), Bucket((4,), 64)]
