@@ -109,6 +109,7 @@ def tensor_sig(t: Attribute) -> TensorSig:
     return TensorSig(tuple(shape), dtype_of_element(t.get_element_type()))
 
 
+@lru_cache(maxsize=8192)  # attributes are immutable: partitioners build many equal types
 def tensor_type(sig: TensorSig) -> TensorType:
     """The `TensorType` of a TensorSig."""
     return TensorType(element_type(sig.dtype), sig.shape)
@@ -152,13 +153,18 @@ def _attr_to_value(spec: ParamSpec, attr: Attribute) -> Any:
 
 def param_attr(spec: ParamSpec, value: Any) -> Attribute:
     """The attribute that encodes parameter `value` of kind `spec.kind`."""
-    if spec.kind is bool:
+    return _param_attr(spec.kind, tuple(value) if spec.kind is tuple else value)
+
+
+@lru_cache(maxsize=8192)  # attributes are immutable; the same parameters recur a lot
+def _param_attr(kind: type, value: Any) -> Attribute:
+    if kind is bool:
         return IntegerAttr(int(bool(value)), i1)
-    if spec.kind is int:
+    if kind is int:
         return IntegerAttr(int(value), i64)
-    if spec.kind is float:
+    if kind is float:
         return FloatAttr(float(value), f64)
-    if spec.kind is tuple:
+    if kind is tuple:
         return DenseArrayBase.from_list(i64, [int(v) for v in value])
     return StringAttr(str(value))
 

@@ -12,8 +12,10 @@ improved again, each with a share of at least `KICK_SHARE_MIN` evaluations per o
 result replaces the best. It stops after `KICKS_WITHOUT_GAIN` perturbations in a row bring
 nothing, or when the budget is spent.
 The critical-path moves alone get stuck in local optima that need two coordinated moves
-(e.g. an all-reduce and the dW op that has to make room for it). The budget counts chain
-evaluations and the generator is seeded, so results are deterministic.
+(e.g. an all-reduce and the dW op that has to make room for it). Last, with what budget is
+left, tail deferral (`optimize.tail`): compute that hides nothing moves behind the most exposed
+collective, with everything that depends on it. The budget counts chain evaluations and the
+generator is seeded, so results are deterministic.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.local_search import improve
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.optimize.ranks import rank_list_schedule
+from lancet_mlir.optimize.tail import defer_to_tail
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,13 @@ def search_schedule(
     spent += kicked.evaluations
     if kicked.times is not None and kicked.times.makespan_us < best.makespan_us - 1e-9:
         order = block_order(problem, kicked.comp, kicked.comm, kicked.times.start)
-        return SearchOutcome(order, kicked.times.makespan_us, f"{best.start}+kicks", spent)
+        best = SearchOutcome(order, kicked.times.makespan_us, f"{best.start}+kicks", spent)
+        comp, comm = kicked.comp, kicked.comm
+    tail = defer_to_tail(problem, comp, comm, budget - spent, progress)
+    spent += tail.evaluations
+    if tail.times is not None and tail.times.makespan_us < best.makespan_us - 1e-9:
+        order = block_order(problem, tail.comp, tail.comm, tail.times.start)
+        return SearchOutcome(order, tail.times.makespan_us, f"{best.start}+tail", spent)
     return SearchOutcome(best.order, best.makespan_us, best.start, spent)
 
 

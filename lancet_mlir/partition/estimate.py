@@ -97,6 +97,7 @@ def _simulate(
             assert isinstance(owner, Operation)
             template[(i, k)] = owner
     node_of = {op: i for (i, _), op in template.items()}
+    time_us = {op: time_of(op) for op in template.values()}  # once per template, not per part
     part_task: dict[tuple[int, int], int] = {}
     for k in range(n):
         for i in out.nodes:
@@ -108,7 +109,7 @@ def _simulate(
                 elif owner in task_of:
                     preds.append(task_of[owner])
             comm = isinstance(copy, AllToAllOp)
-            part_task[(i, k)] = tasks.add(time_of(copy), comm, part_phase(k), preds)
+            part_task[(i, k)] = tasks.add(time_us[copy], comm, part_phase(k), preds)
     merged: dict[Operation, int] = {}
     inside = set(out.nodes)
     for i in out.nodes:
@@ -153,9 +154,9 @@ def _rebuild_tasks(
     slot = builder.options[i][1][j]
     if slot == PARTIAL:
         add = out.add(build_kernel_op("add", [part0, part0], None, role), EPILOGUE)
-        last = parts[0]
+        last, add_us = parts[0], time_of(add)
         for k in range(1, n):  # the chain adds part k as soon as it is there
-            last = tasks.add(time_of(add), False, EPILOGUE, [last, parts[k]])
+            last = tasks.add(add_us, False, EPILOGUE, [last, parts[k]])
         return last
     assert isinstance(slot, tuple)
     axis, groups = slot
@@ -175,8 +176,9 @@ def _rebuild_tasks(
             ),
             EPILOGUE,
         )  # fmt: skip
+    wide_us = {k: time_of(op) for k, op in wide.items()}
     reshaped = [
-        tasks.add(time_of(wide[classes[k]]), False, EPILOGUE, [p]) for k, p in enumerate(parts)
+        tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)
     ]
     joined = out.add(
         build_kernel_op(

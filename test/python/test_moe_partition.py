@@ -259,3 +259,25 @@ def test_new_shapes_missing_from_the_profile_are_estimated_not_zero(tmp_path) ->
     times = [model.op_time_us(op, CFG.world_size) for op in new]
     assert all(t > 0 for t in times)
     assert any(t != 50.0 for t in times)  # estimated for their own shapes, not copied
+
+
+def test_every_count_is_costed_not_only_up_to_the_first_worse_one(monkeypatch) -> None:
+    # mocked range costs: 3 parts are worse than 2, 4 parts are best (Lancet's rule would
+    # stop at 3 and keep 2); counts that leave a part without rows are never costed
+    costs = {2: 10.0, 3: 12.0, 4: 8.0}
+    seen: list[int] = []
+
+    def fake_estimate(graph, nodes, solution, n, time_of, available=None) -> float:
+        seen.append(n)
+        return costs[n]
+
+    monkeypatch.setattr("lancet_mlir.passes.moe_partition.estimate_range", fake_estimate)
+    fn = next(op for op in build_gpt2_moe(CFG).walk() if isinstance(op, FuncOp))
+    graph = DataflowGraph.from_block(fn.body.block)
+    entry, exit_ = all_to_all_pairs(graph)[0]
+    choice = MoePartitionPass(algo="range")._best_parts(
+        graph, layer_range(graph, entry, exit_), entry, exit_, lambda op: 1e3, {}, {}
+    )
+    assert seen == [2, 3, 4]  # capacity 4: 5 or more parts would leave a part empty
+    assert choice.parts == 4
+    assert choice.cost_us == 8.0
