@@ -6,9 +6,11 @@ improved in order of their makespan (best first) by the critical-path local sear
 (`local_search`); each gets an equal share of the evaluation budget still left, so what a
 start leaves unused (it reached a local optimum) goes to the next ones. The best result
 wins (ties: the better start). What budget is left then goes to an iterated local search:
-the best chains are perturbed (a few ops moved to other positions of their stream, drawn
-from a fixed-seed generator) and improved again; a better result replaces the best. It stops
-after `KICKS_WITHOUT_GAIN` perturbations in a row bring nothing, or when the budget is spent.
+the best chains are perturbed (a few ops moved to other positions of their stream, never
+before an ancestor or after a descendant on it, drawn from a fixed-seed generator) and
+improved again, each with a share of at least `KICK_SHARE_MIN` evaluations per op; a better
+result replaces the best. It stops after `KICKS_WITHOUT_GAIN` perturbations in a row bring
+nothing, or when the budget is spent.
 The critical-path moves alone get stuck in local optima that need two coordinated moves
 (e.g. an all-reduce and the dW op that has to make room for it). Last, with what budget is
 left, tail deferral (`optimize.tail`): compute that hides nothing moves behind the most exposed
@@ -22,7 +24,13 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lancet_mlir.optimize.chains import ChainTimes, block_order, evaluate_chains, split_chains
+from lancet_mlir.optimize.chains import (
+    ChainTimes,
+    block_order,
+    evaluate_chains,
+    reachability,
+    split_chains,
+)
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.local_search import improve
 from lancet_mlir.optimize.problem import Problem
@@ -107,6 +115,13 @@ KICK_MOVES = 3
 KICK_SEED = 20240601
 """Seed of the perturbation generator (fixed: the search is deterministic)."""
 
+KICK_TRIES = 4
+"""Draws per perturbation before it counts as failed (streams that wait for each other)."""
+
+KICK_SHARE_MIN = 8
+"""Evaluations per op that the local search after a perturbation may use at least: with a
+smaller share it stops before it reaches the move that the perturbation made possible."""
+
 
 @dataclass
 class _Kicked:
@@ -126,16 +141,18 @@ def _kick_search(
 ) -> _Kicked:
     """Iterated local search from the best chains (module docstring)."""
     rng = random.Random(KICK_SEED)
+    reach = reachability(problem)
+    floor_share = KICK_SHARE_MIN * len(problem)
     best = _Kicked(comp, comm, None, 0)
     best_makespan = makespan_us
     idle = 0
     while idle < KICKS_WITHOUT_GAIN and budget - best.evaluations > 0:
-        kicked = _perturb(problem, best.comp, best.comm, rng)
+        kicked = _perturb(problem, best.comp, best.comm, rng, reach)
         best.evaluations += 1
         if kicked is None:
             idle += 1
             continue
-        share = min(budget - best.evaluations, max(1, budget // (4 * KICKS_WITHOUT_GAIN)))
+        share = min(budget - best.evaluations, max(floor_share, budget // (4 * KICKS_WITHOUT_GAIN)))
         result = improve(problem, kicked[0], kicked[1], share, progress)
         best.evaluations += result.evaluations
         if result.times.makespan_us <= best_makespan:
@@ -151,17 +168,27 @@ def _kick_search(
 
 
 def _perturb(
-    problem: Problem, comp: list[int], comm: list[int], rng: random.Random
+    problem: Problem,
+    comp: list[int],
+    comm: list[int],
+    rng: random.Random,
+    reach: tuple[list[int], list[int]],
 ) -> tuple[list[int], list[int]] | None:
-    """`KICK_MOVES` ops moved to random positions of their own stream; None if the chains
-    no longer have a block order."""
-    chains = [list(comp), list(comm)]
-    for _ in range(KICK_MOVES):
-        chain = chains[0] if len(chains[1]) < 2 or rng.random() < 0.5 else chains[1]
-        if len(chain) < 2:
-            continue
-        op = chain.pop(rng.randrange(len(chain)))
-        chain.insert(rng.randrange(len(chain) + 1), op)
-    if evaluate_chains(problem.preds, problem.durations, chains[0], chains[1]) is None:
-        return None
-    return chains[0], chains[1]
+    """`KICK_MOVES` ops moved to random positions of their own stream, each between its
+    last ancestor and its first descendant on that stream; None if the chains no longer
+    have a block order (two streams can still wait for each other: up to `KICK_TRIES`
+    draws are made)."""
+    ancestors, descendants = reach
+    for _ in range(KICK_TRIES):
+        chains = [list(comp), list(comm)]
+        for _ in range(KICK_MOVES):
+            chain = chains[0] if len(chains[1]) < 2 or rng.random() < 0.5 else chains[1]
+            if len(chain) < 2:
+                continue
+            op = chain.pop(rng.randrange(len(chain)))
+            low = max((k + 1 for k, u in enumerate(chain) if ancestors[op] >> u & 1), default=0)
+            high = min((k for k, u in enumerate(chain) if descendants[op] >> u & 1), default=len(chain))
+            chain.insert(rng.randint(low, high), op)
+        if evaluate_chains(problem.preds, problem.durations, chains[0], chains[1]) is not None:
+            return chains[0], chains[1]
+    return None

@@ -35,44 +35,18 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from lancet_mlir.support.errors import AgreedError, UserError, one_line
+from lancet_mlir.support.launcher import (
+    abort_job as abort_job,
+    in_mpi_job as in_mpi_job,
+    launcher_rank as launcher_rank,
+    launcher_world_size as launcher_world_size,
+    world_comm as world_comm,
+)
 
 T = TypeVar("T")
 
-_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
-_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 FAULT_ENV = "LANCET_FAULT"
 FAULT_PHASES = ("args", "read", "verify", "collective", "write")
-
-
-def _env_int(names: tuple[str, ...]) -> int | None:
-    for name in names:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
-
-
-def launcher_world_size() -> int | None:
-    """The world size an MPI launcher announced in the environment, None outside one."""
-    return _env_int(_SIZE_VARS)
-
-
-def launcher_rank() -> int:
-    """This process's rank as the launcher announced it (0 outside a launcher)."""
-    return _env_int(_RANK_VARS) or 0
-
-
-def in_mpi_job() -> bool:
-    """True when an MPI launcher started this process as one of several ranks."""
-    return (launcher_world_size() or 1) > 1
-
-
-def world_comm() -> Any:
-    """mpi4py's COMM_WORLD (importing mpi4py initialises MPI)."""
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
-
 
 INPUT_OPTIONS = ("input_file", "module", "compare", "input", "inputs", "logs")
 """Options naming input files: ranks may read node-local copies, whose *contents* the tools
@@ -130,20 +104,6 @@ def agreed_failure(rank: int, failing: int, message: str) -> BaseException:
     if rank == 0:
         return AgreedError(f"rank {failing}: {message}")
     return SystemExit(1)
-
-
-def abort_job(tool: str, message: str, code: int) -> NoReturn:
-    """Print `tool: error: rank R: message` and end every rank of the MPI job."""
-    rank = launcher_rank()
-    if not message.startswith(f"rank {rank}:"):
-        message = f"rank {rank}: {message}"
-    sys.stderr.write(f"{tool}: error: {message}\n")
-    sys.stderr.flush()
-    try:
-        comm = world_comm()  # initialises MPI if the rank failed before doing so
-        comm.Abort(code)
-    finally:
-        os._exit(code)  # not reached when Abort works
 
 
 def fault_point(phase: str) -> None:

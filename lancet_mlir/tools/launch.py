@@ -25,7 +25,9 @@ def _launch(tool: str, module: str) -> NoReturn:
 
 
 def _interrupted(tool: str) -> NoReturn:
-    from lancet_mlir.support.mpi_job import abort_job, in_mpi_job
+    # the standard-library-only module: the interrupted import may have left xDSL half
+    # initialised, and importing it again here could end in an unrelated traceback
+    from lancet_mlir.support.launcher import abort_job, in_mpi_job
 
     if in_mpi_job():
         abort_job(tool, "interrupted", 130)

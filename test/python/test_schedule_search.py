@@ -97,6 +97,23 @@ def test_pipeline_fixes_an_overfull_window() -> None:
     assert [s.name for s in result.stages] == ["input", "list schedule", "dw placement", "local search"]
 
 
+def test_kicks_find_a_two_move_optimum() -> None:
+    # dX chain 0 -> 1 -> A2 -> 3 -> 4 -> A5 -> A6; dW 7 (after 3) and 8 (after A2) feed the
+    # all-reduce 10 -> update 11; dW 9 after 4. Every schedule found by single moves leaves
+    # the all-reduce after the last all-to-all (49 µs); the optimum (44 µs) launches it
+    # between A2 and A5 AND runs 7 and 8 before 4: two coordinated moves, which the iterated
+    # search's perturbations must reach (random moves that ignore the dependencies made
+    # almost every perturbation cyclic and missed it).
+    p = Problem.from_edges(
+        [1, 8, 6, 5, 10, 1, 3, 8, 2, 1, 6, 3],
+        [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (3, 7), (2, 8), (4, 9), (7, 10),
+         (8, 10), (10, 11)],
+        {2: "all_to_all", 5: "all_to_all", 6: "all_to_all", 10: "allreduce"},
+    )
+    assert exact_schedule(p).makespan_us == 44.0
+    assert makespan(p, run_pipeline(p, "dw", BUDGET).order) == 44.0
+
+
 def backward_graph(rng: random.Random) -> Problem:
     """10-18 ops: a dX chain through 2-3 all-to-alls, dW ops hanging off it, an all-reduce
     over one or two dWs and the update that consumes it."""

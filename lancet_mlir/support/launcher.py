@@ -1,0 +1,61 @@
+"""What the MPI launcher told this process, and how to end the whole job: standard library only.
+
+`tools/launch.py` calls `abort_job` after a Ctrl-C that interrupted the import of a tool. Such
+an import can leave modules half initialised (a module that finished importing may hold a
+reference to a package whose import was cut short), so importing xDSL again at that point can
+fail with an unrelated error and a traceback. This module therefore imports nothing but the
+standard library (mpi4py only inside `world_comm`); `support/mpi_job.py` re-exports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, NoReturn
+
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def _env_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def launcher_world_size() -> int | None:
+    """The world size an MPI launcher announced in the environment, None outside one."""
+    return _env_int(_SIZE_VARS)
+
+
+def launcher_rank() -> int:
+    """This process's rank as the launcher announced it (0 outside a launcher)."""
+    return _env_int(_RANK_VARS) or 0
+
+
+def in_mpi_job() -> bool:
+    """True when an MPI launcher started this process as one of several ranks."""
+    return (launcher_world_size() or 1) > 1
+
+
+def world_comm() -> Any:
+    """mpi4py's COMM_WORLD (importing mpi4py initialises MPI)."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def abort_job(tool: str, message: str, code: int) -> NoReturn:
+    """Print `tool: error: rank R: message` and end every rank of the MPI job."""
+    rank = launcher_rank()
+    if not message.startswith(f"rank {rank}:"):
+        message = f"rank {rank}: {message}"
+    sys.stderr.write(f"{tool}: error: {message}\n")
+    sys.stderr.flush()
+    try:
+        comm = world_comm()  # initialises MPI if the rank failed before doing so
+        comm.Abort(code)
+    finally:
+        os._exit(code)  # not reached when Abort works
