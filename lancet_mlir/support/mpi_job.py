@@ -29,19 +29,16 @@ import argparse
 import hashlib
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from lancet_mlir.support.errors import AgreedError, UserError, one_line
-from lancet_mlir.support.launcher import (
-    abort_job as abort_job,
-    in_mpi_job as in_mpi_job,
-    launcher_rank as launcher_rank,
-    launcher_world_size as launcher_world_size,
-    world_comm as world_comm,
-)
+from lancet_mlir.support.launcher import abort_job as abort_job
+from lancet_mlir.support.launcher import in_mpi_job as in_mpi_job
+from lancet_mlir.support.launcher import launcher_rank as launcher_rank
+from lancet_mlir.support.launcher import launcher_world_size as launcher_world_size
+from lancet_mlir.support.launcher import world_comm as world_comm
 
 T = TypeVar("T")
 
