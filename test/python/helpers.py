@@ -78,3 +78,41 @@ def run_tool(
         env=full_env,
         check=False,
     )
+
+
+# ---- partitioned model graphs ------------------------------------------------------------------
+def body_ops(module: ModuleOp) -> list:
+    """The ops of the module's first function, without its return."""
+    from xdsl.dialects.func import FuncOp, ReturnOp
+
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return [op for op in fn.body.block.ops if not isinstance(op, ReturnOp)]
+
+
+def part_of(op) -> int | None:
+    """The op's `lancet.part` index, None on unpartitioned ops."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    attr = op.attributes.get("lancet.part")
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+
+def kernel_name(op) -> str | None:
+    """The compute-registry name of `op`, None for ops outside the registry."""
+    from lancet_mlir.dialects.comp import kernel_of
+
+    k = kernel_of(op)
+    return None if k is None else k.name
+
+
+RESHAPES = """
+builtin.module {
+  func.func @f(%x: tensor<12x4xf32>) -> (tensor<6x8xf32>, tensor<12x2x2xf32>) {
+    %a = comp.gelu %x : (tensor<12x4xf32>) -> tensor<12x4xf32>
+    %m = comp.reshape %a {shape = array<i64: 6, 8>} : (tensor<12x4xf32>) -> tensor<6x8xf32>
+    %s = comp.reshape %a {shape = array<i64: 12, 2, 2>} : (tensor<12x4xf32>) -> tensor<12x2x2xf32>
+    func.return %m, %s : tensor<6x8xf32>, tensor<12x2x2xf32>
+  }
+}
+"""
+"""One row-merging reshape (12x4 -> 6x8) and one row-keeping reshape (12x4 -> 12x2x2) of a value."""

@@ -9,15 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import parse, run_pipeline
+from helpers import body_ops, kernel_name, parse, run_pipeline
+from helpers import part_of as part
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr
-from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import AllReduceOp, AllToAllOp
-from lancet_mlir.dialects.comp import kernel_of
 from lancet_mlir.graph.rewrite import ScheduleError, check_dominance
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
@@ -33,19 +30,7 @@ SMALL = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=2, world_size=2,
 WIDE = dataclasses.replace(SMALL, batch=4)
 
 
-def body_ops(module) -> list[Operation]:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return [op for op in fn.body.block.ops if not isinstance(op, ReturnOp)]
 
-
-def part(op: Operation) -> int | None:
-    attr = op.attributes.get("lancet.part")
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
-
-
-def kernel_name(op: Operation) -> str | None:
-    k = kernel_of(op)
-    return None if k is None else k.name
 
 
 def apply(pass_, cfg: GPT2MoEConfig):

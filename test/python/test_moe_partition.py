@@ -9,15 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_tool, to_text
+from helpers import body_ops as body
+from helpers import kernel_name, run_tool, to_text
+from helpers import part_of as part
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr
-from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import AllToAllOp
-from lancet_mlir.dialects.comp import kernel_of, kernel_params
+from lancet_mlir.dialects.comp import kernel_params
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
@@ -40,19 +41,7 @@ CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
                     experts_per_rank=2, vocab=11)  # fmt: skip
 
 
-def body(module) -> list[Operation]:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return [op for op in fn.body.block.ops if not isinstance(op, ReturnOp)]
 
-
-def part(op: Operation) -> int | None:
-    attr = op.attributes.get("lancet.part")
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
-
-
-def kernel_name(op: Operation) -> str | None:
-    k = kernel_of(op)
-    return None if k is None else k.name
 
 
 def partitioned(pass_: MoePartitionPass, cfg: GPT2MoEConfig = CFG):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import parse
+from helpers import RESHAPES, parse
 from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -177,17 +177,6 @@ def test_uneven_parts_need_equal_blocks_or_a_divisor() -> None:
     assert not fits_parts([12, 6], 4)  # 3, 3, 3, 3 rows cannot map onto 2, 2, 1, 1
     assert fits_parts([], 7)  # nothing split (partial sums only)
 
-
-RESHAPES = """
-builtin.module {
-  func.func @f(%x: tensor<12x4xf32>) -> (tensor<6x8xf32>, tensor<12x2x2xf32>) {
-    %a = comp.gelu %x : (tensor<12x4xf32>) -> tensor<12x4xf32>
-    %m = comp.reshape %a {shape = array<i64: 6, 8>} : (tensor<12x4xf32>) -> tensor<6x8xf32>
-    %s = comp.reshape %a {shape = array<i64: 12, 2, 2>} : (tensor<12x4xf32>) -> tensor<12x2x2xf32>
-    func.return %m, %s : tensor<6x8xf32>, tensor<12x2x2xf32>
-  }
-}
-"""
 
 
 def test_a_reshape_merging_rows_takes_only_counts_that_divide() -> None:

@@ -4,7 +4,7 @@ index, reassembly checks, and the chunk rewrite applied through `PartitionRewrit
 from __future__ import annotations
 
 import pytest
-from helpers import parse
+from helpers import RESHAPES, parse
 from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.dialects.comp import kernel_params
@@ -106,17 +106,6 @@ def test_rewriter_keeps_values(n: int) -> None:
     result = compare_modules(original, module, ranks=2)
     assert result.ok
 
-
-RESHAPES = """
-builtin.module {
-  func.func @f(%x: tensor<12x4xf32>) -> (tensor<6x8xf32>, tensor<12x2x2xf32>) {
-    %a = comp.gelu %x : (tensor<12x4xf32>) -> tensor<12x4xf32>
-    %m = comp.reshape %a {shape = array<i64: 6, 8>} : (tensor<12x4xf32>) -> tensor<6x8xf32>
-    %s = comp.reshape %a {shape = array<i64: 12, 2, 2>} : (tensor<12x4xf32>) -> tensor<12x2x2xf32>
-    func.return %m, %s : tensor<6x8xf32>, tensor<12x2x2xf32>
-  }
-}
-"""
 
 
 @pytest.mark.parametrize(("n", "rows"), [(3, [4, 4, 4]), (5, [3, 3, 2, 2, 2])])
