@@ -187,7 +187,7 @@ def summarize(graph: GraphLike, durations: Sequence[float], timeline: Timeline) 
         num_ops=len(timeline),
         num_collectives=sum(1 for c in graph.is_comm if c),
         critical_path_len=len(path),
-        critical_path_us=sum(timeline.end[i] - timeline.start[i] for i in path),
+        critical_path_us=float(sum(timeline.end[i] - timeline.start[i] for i in path)),
         num_comm_streams=timeline.num_comm_streams,
         overlap_slowdown=timeline.overlap_slowdown,
     )

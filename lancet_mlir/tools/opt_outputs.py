@@ -354,8 +354,13 @@ def _report(
     then per-function and nested-block entries."""
     top = [r for r in results if r.top_level]
     report: dict = {key: sum(getattr(r.summary, key) for r in top) for key in _TOTAL_KEYS}
+    for key in _TOTAL_KEYS:  # times stay floats (0.0, not sum([])'s 0) in an empty module
+        if key.endswith("_us"):
+            report[key] = float(report[key])
     floors = [_exposed_floor(r, sim) for r in top]
-    report["exposed_comm_floor_us"] = None if None in floors else sum(f for f in floors if f is not None)
+    report["exposed_comm_floor_us"] = (
+        None if None in floors else float(sum(f for f in floors if f is not None))
+    )
     report["num_comm_streams"] = sim.num_comm_streams
     report["overlap_slowdown"] = sim.overlap_slowdown
     report["costing"] = {
@@ -365,7 +370,8 @@ def _report(
         "overlap_slowdown": sim.overlap_slowdown,
     }
     report["functions"] = [
-        {"name": r.function, "label": r.label, **r.summary.as_dict(), "exposed_comm_floor_us": f}
+        {"name": r.function, "label": r.label, **r.summary.as_dict(),
+         "exposed_comm_floor_us": None if f is None else float(f)}
         for r, f in zip(top, floors, strict=True)
     ]
     report["nested_blocks"] = [

@@ -197,6 +197,21 @@ def test_lancet_opt_report_timeline_and_gantt(tmp_path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["g.png", "in.mlir", "r.json", "t.json"]
 
 
+@pytest.mark.parametrize("text", ["builtin.module {}", "builtin.module {\n  func.func @f() {\n    func.return\n  }\n}\n"])
+def test_report_times_of_an_empty_module_are_floats(tmp_path, text: str) -> None:
+    """Times are floats (0.0) even where nothing runs; counts stay integers."""
+    src, report = tmp_path / "in.mlir", tmp_path / "r.json"
+    src.write_text(text)
+    res = run_tool(["lancet-opt", str(src), "--report", str(report), "-o", os.devnull])
+    assert res.returncode == 0, res.stderr
+    data = json.loads(report.read_text())
+    entries = [data, *data["functions"]]
+    times = [(k, v) for e in entries for k, v in e.items() if k.endswith("_us")]
+    assert times
+    assert all(type(v) is float and v == 0.0 for _, v in times), times
+    assert (type(data["num_ops"]), data["num_ops"]) == (int, 0)
+
+
 def test_lancet_opt_report_errors_leave_no_file(tmp_path) -> None:
     src = tmp_path / "in.mlir"
     src.write_text(BRIEF)
