@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -149,6 +149,17 @@ def op_options(op: Operation, groups: Sequence[int] = (1,)) -> list[Option]:
     return options
 
 
+def _keeps_fixed(op: Operation, option: Option, fixed: Mapping[SSAValue, Slot] | None) -> bool:
+    """True when `option` gives every pinned value of `op` its pinned slot."""
+    if not fixed:
+        return True
+    for values, slots in ((op.operands, option[0]), (op.results, option[1])):
+        for v, s in zip(values, slots, strict=True):
+            if v in fixed and fixed[v] != s:
+                return False
+    return True
+
+
 def solve_axes(
     graph: DataflowGraph,
     candidates: Sequence[int],
@@ -157,11 +168,14 @@ def solve_axes(
     parts: int = 2,
     budget: int = _SEARCH_BUDGET,
     cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]] | None = None,
+    fixed: Mapping[SSAValue, Slot] | None = None,
 ) -> AxisSolution | None:
     """The heaviest region within `candidates` that contains every anchor and that `parts`
     parts can split (`fits_parts` for every op); None when the anchors cannot all join one
     region. Weights default to 1 per op. `cache` may carry the ops' options between calls
-    on the same graph."""
+    on the same graph. `fixed` pins the slot of values: an op of the region that reads or
+    produces one of them must take it with exactly that slot (e.g. a region whose border
+    value is to come out, or go in, split along the token axis)."""
     nodes = sorted(set(candidates) | set(anchors))
     required = set(anchors)
     groups = [1]
@@ -177,7 +191,11 @@ def solve_axes(
             op = graph.ops[i]
             cache[(i, tuple(groups))] = [(o, _blocks(op, o)) for o in op_options(op, groups)]
     domains = {
-        i: [o for o, blocks in cache[(i, tuple(groups))] if fits_parts(blocks, parts)]
+        i: [
+            o
+            for o, blocks in cache[(i, tuple(groups))]
+            if fits_parts(blocks, parts) and _keeps_fixed(graph.ops[i], o, fixed)
+        ]
         for i in nodes
     }
     w = {i: (1.0 if weights is None else float(weights.get(i, 0.0))) for i in nodes}

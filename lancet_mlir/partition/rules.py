@@ -27,6 +27,8 @@ __all__ = [
     "Combo",
     "build_kernel_op",
     "is_kernel_op",
+    "kernel_name",
+    "kernel_param",
     "clone_kernel_op",
     "partition_combos",
 ]
@@ -78,3 +80,14 @@ def clone_kernel_op(
     if "shape" in params and len(shapes) == 1 and shapes[0] is not None:
         params["shape"] = tuple(shapes[0])
     return build_op(kernel.name, inputs, params, attrs)
+
+
+def kernel_name(op: Operation) -> str | None:
+    """The registry name of a compute op's kernel (`moe_gate`, ...), else None."""
+    kernel = kernel_of(op)
+    return None if kernel is None else kernel.name
+
+
+def kernel_param(op: Operation, name: str) -> Any:
+    """One kernel parameter of a compute op (its default when not written)."""
+    return kernel_params(op).get(name)

@@ -5,15 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
 from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
+from lancet_mlir.partition.base import PartitionError, node_name
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
@@ -26,12 +28,15 @@ from lancet_mlir.partition.region import (
     record_parts,
     simulate_range,
 )
+from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
+from lancet_mlir.partition.token_plan import TokenPlan, apply_plan, plan_layer, simulate_plan
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
+AXES = ("capacity", "token")
 
 OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
 
@@ -84,6 +89,17 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
       parts=N        force N parts on every pair (N >= 2, uneven parts too; the pass fails
                      naming the op and dimension when a part would get no row); skips the
                      never-worse checks
+      axis=capacity|token
+                     capacity (default): the regions above, split along the capacity slots;
+                     token: each whole MoE layer (gate, dispatch, expert FFN, combine and
+                     their backward) split into n parts of its tokens, exactly: the gate's
+                     slot counter is threaded from part to part (`moe_gate_window`), each
+                     part moves only its rows with `comm.all_to_allv` and its ops carry
+                     `lancet.fill` (their share of the rows) for costing
+                     (`lancet_mlir.partition.token`); switch gate only. With `parts`, a
+                     layer that cannot be split so fails the pass with the reason; else
+                     such a layer is left as it is and the part count 2..max-parts that
+                     the phased simulation rates best (if better than none) is kept
     and the cost options of every costing pass (device, cluster, profile, comm-table,
     gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
     the module's `lancet.*` attributes. The phased simulation uses one communication
@@ -95,11 +111,16 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     algo: str = "dp"
     max_parts: int = 8
     parts: int | None = None
+    axis: str = "capacity"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.algo not in ALGOS:
             raise PassFailedException(
                 f"{self.name}: option algo must be one of {', '.join(ALGOS)}, got {self.algo}"
+            )
+        if self.axis not in AXES:
+            raise PassFailedException(
+                f"{self.name}: option axis must be one of {', '.join(AXES)}, got {self.axis}"
             )
         check_int(self.name, "max-parts", self.max_parts, 2)
         if self.parts is not None:
@@ -123,6 +144,9 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         check_dominance(op)
 
     def _partition_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
+        if self.axis == "token":
+            self._token_block(block, time_of, sim)
+            return
         graph = DataflowGraph.from_block(block)
         pairs = all_to_all_pairs(graph)
         if not pairs:
@@ -151,6 +175,76 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
             _erase_all(saved)
             return
         _restore(block, saved)  # never worse: keep the input
+
+    def _token_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
+        """Token parts for every MoE layer of the block (option axis=token), each with the
+        regions before its gate and after its combine (`partition/token_plan.py`)."""
+        graph = DataflowGraph.from_block(block)
+        gates = [graph.ops[i] for i in token_gates(graph)]
+        if not gates:
+            return
+        base = _fixed_order_us(graph, time_of, sim)
+        saved = _copy_ops(block) if self.parts is None else None
+        prev_end: Operation | None = None
+        for t, gate_op in enumerate(gates):
+            graph = DataflowGraph.from_block(block)
+            try:
+                layer = find_layer(graph, graph.index[gate_op])
+            except PartitionError as exc:
+                if self.parts is not None:
+                    raise PassFailedException(f"{self.name}: {exc}") from None
+                continue
+            nxt = gates[t + 1] if t + 1 < len(gates) else None
+            before, after = _token_spans(graph, layer, prev_end, nxt, time_of)
+            weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in [*before, *after]}
+            plan = self._best_plan(graph, layer, before, after, weights, time_of)
+            if plan is None:
+                continue
+            apply_plan(graph, plan[0], plan[1])
+            prev_end = plan[1][0][-1]
+        if saved is None:
+            return
+        if _fixed_order_us(DataflowGraph.from_block(block), time_of, sim) < base:
+            _erase_all(saved)
+            return
+        _restore(block, saved)  # never worse: keep the input
+
+    def _best_plan(
+        self,
+        graph: DataflowGraph,
+        layer: TokenLayer,
+        before: list[int],
+        after: list[int],
+        weights: dict[int, float],
+        time_of: OpCost,
+    ) -> tuple[TokenPlan, list[list[Operation]]] | None:
+        """The token plan (part count) that saves the most phased-simulation time over the
+        unpartitioned ranges (None: none saves any); with `parts`, that count or an error."""
+        forced = self.parts is not None
+        if forced and self.parts > layer.tokens:
+            raise PassFailedException(
+                f"{self.name}: {self.parts} token parts exceed the {layer.tokens} tokens "
+                f"of '{node_name(graph, layer.gate)}'"
+            )
+        counts = [self.parts] if forced else range(2, min(self.max_parts, layer.tokens) + 1)
+        best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
+        for n in counts:
+            try:
+                plan = plan_layer(graph, layer, n, before, after, weights)
+            except PartitionError as exc:
+                if forced:
+                    raise PassFailedException(f"{self.name}: {exc}") from None
+                continue
+            ranges = plan.ranges()
+            cost, orders = simulate_plan(graph, plan, ranges, time_of)
+            saving = simulate_plan(graph, None, ranges, time_of)[0] - cost
+            if forced or (saving > 0 and (best is None or saving > best[0])):
+                if best is not None:
+                    best[1].discard()
+                best = (saving, plan, orders)
+            else:
+                plan.discard()
+        return None if best is None else (best[1], best[2])
 
     def _choose(
         self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
@@ -278,3 +372,34 @@ def _restore(block: Block, saved: list[Operation]) -> None:
     """Put the saved copies of the block's ops back in place of its current ops."""
     _erase_all(list(block.ops))
     block.add_ops(saved)
+
+
+def _token_spans(
+    graph: DataflowGraph,
+    layer: TokenLayer,
+    prev_end: Operation | None,
+    next_gate: Operation | None,
+    time_of: OpCost,
+) -> tuple[list[int], list[int]]:
+    """The forward nodes a layer's token plan may extend over: before its gate, from the
+    previous plan's end; after its combine, up to the end of the forward (the first op
+    with a non-forward role, or the layer's backward) or, when another MoE layer follows,
+    up to the middle (by time) of the ops between this combine and that gate."""
+    lo = graph.index[prev_end] + 1 if prev_end is not None and prev_end in graph.index else 0
+    before = list(range(lo, layer.gate))
+    end = min(layer.bwd_nodes, default=len(graph.ops))
+    for i in range(layer.combine + 1, end):
+        role = graph.ops[i].attributes.get(attrs.ROLE)
+        if isinstance(role, StringAttr) and role.data != "fwd":
+            end = i
+            break
+    if next_gate is not None and next_gate in graph.index:
+        stop = min(end, graph.index[next_gate])
+        times = [time_of(graph.ops[i]) for i in range(layer.combine + 1, stop)]
+        half, acc, end = sum(times) / 2, 0.0, layer.combine + 1
+        for dt in times:
+            if acc >= half:
+                break
+            acc += dt
+            end += 1
+    return before, list(range(layer.combine + 1, end))

@@ -1,0 +1,127 @@
+"""moe-partition{axis=token}: whole MoE layers (forward and backward) in token parts, exact,
+with the regions before the gate and after the combine (partition/token*.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import body_ops, kernel_name, part_of, to_text
+from xdsl.context import Context
+from xdsl.dialects.func import FuncOp
+
+from lancet_mlir.dialects.comm import AllToAllOp, AllToAllVOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import check_dominance
+from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.partition.base import PartitionError
+from lancet_mlir.partition.token import find_layer, token_gates
+from lancet_mlir.passes.moe_partition import MoePartitionPass
+from lancet_mlir.profile.mpi_util import mpiexec_argv
+from lancet_mlir.runtime import compare_modules
+
+# layer 1 is MoE; 16 tokens (4 sequences of 4), 4 experts (2 per rank on 2 ranks), capacity 4
+CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
+                    experts_per_rank=2, vocab=11)  # fmt: skip
+
+
+def graph_of(module) -> DataflowGraph:
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return DataflowGraph.from_block(fn.body.block)
+
+
+def token_parts(n: int, cfg: GPT2MoEConfig = CFG):
+    module = build_gpt2_moe(cfg)
+    MoePartitionPass(axis="token", parts=n).apply(Context(), module)
+    module.verify()
+    check_dominance(module)
+    return module
+
+
+def test_the_layer_is_found_forward_and_backward() -> None:
+    graph = graph_of(build_gpt2_moe(CFG))
+    (gate,) = token_gates(graph)
+    layer = find_layer(graph, gate)
+    names = lambda nodes: sorted(kernel_name(graph.ops[i]) or "" for i in nodes)  # noqa: E731
+    assert names(layer.fwd_chain) == ["batch_matmul", "batch_matmul", "gelu"]
+    assert layer.bwd is not None
+    # the backward chain holds the expert FFN's dx ops and both weight gradients
+    assert names(layer.bwd.chain) == sorted(
+        ["batch_matmul_dx", "batch_matmul_dw", "gelu_dx", "batch_matmul_dx", "batch_matmul_dw"]
+    )
+    assert layer.tokens == 16
+
+
+def test_top2_is_refused_with_the_reason() -> None:
+    graph = graph_of(build_gpt2_moe(dataclasses.replace(CFG, gate="top2")))
+    with pytest.raises(PartitionError, match="switch gate"):
+        find_layer(graph, token_gates(graph)[0])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_token_parts_compute_the_same_values(n: int) -> None:
+    # n = 3 cuts the 16 tokens 6, 5, 5 (not whole sequences: the attention stays whole)
+    module = token_parts(n)
+    ops = body_ops(module)
+    exchanges = [op for op in ops if isinstance(op, AllToAllVOp)]
+    assert sorted(part_of(op) for op in exchanges) == sorted(list(range(n)) * 4)
+    assert not any(isinstance(op, AllToAllOp) for op in ops)  # every exchange is per part
+    gates = [op for op in ops if kernel_name(op) == "moe_gate_window"]
+    assert [part_of(op) for op in gates] == list(range(n))
+    # each part's gate reads the counter the previous part's gate left
+    for k in range(1, n):
+        assert gates[k].operands[1] is gates[k - 1].results[3]
+    fills = {round(float(op.attributes["lancet.fill"].value.data), 6)
+             for op in exchanges}  # fmt: skip
+    sizes = [16 // n + (1 if k < 16 % n else 0) for k in range(n)]
+    assert fills == {round(s / 16, 6) for s in sizes}
+    result = compare_modules(build_gpt2_moe(CFG), module, ranks=2)
+    assert result.ok, result.failures()[:3]
+
+
+def test_regions_extend_beyond_the_moe_layer() -> None:
+    # 2 parts of 2 whole sequences: the attention of the MoE layer and the ops after the
+    # combine (residual add, final layer norm, logits) run in parts too
+    module = token_parts(2)
+    split = {kernel_name(op) for op in body_ops(module) if part_of(op) is not None}
+    assert {"layer_norm", "matmul", "softmax", "batch_matmul", "add"} <= split
+    assert compare_modules(build_gpt2_moe(CFG), module, ranks=2).ok
+
+
+def test_forward_only_module() -> None:
+    cfg = dataclasses.replace(CFG)
+    module = build_gpt2_moe(cfg)
+    graph = graph_of(module)
+    layer = find_layer(graph, token_gates(graph)[0])
+    assert layer.bwd is not None  # the generated model trains; a forward-only one has none
+
+
+def test_too_many_parts_fail_with_one_line() -> None:
+    with pytest.raises(Exception, match="token parts exceed the 16 tokens"):
+        token_parts(17)
+
+
+def test_chosen_plan_is_never_worse_and_deterministic() -> None:
+    a = build_gpt2_moe(CFG)
+    b = build_gpt2_moe(CFG)
+    for m in (a, b):
+        MoePartitionPass(axis="token", cluster="p3dn").apply(Context(), m)
+    assert to_text(a) == to_text(b)
+
+
+@pytest.mark.timeout(300)
+def test_token_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
+    cfg = dataclasses.replace(CFG, world_size=4, batch=8)
+    (tmp_path / "a.mlir").write_text(to_text(build_gpt2_moe(cfg)))
+    (tmp_path / "b.mlir").write_text(to_text(token_parts(3, cfg)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    argv = [*mpiexec_argv(4), sys.executable, "-m", "lancet_mlir.tools.lancet_run", "--compare",
+            "a.mlir", "b.mlir"]  # fmt: skip
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("a.mlir vs b.mlir: same") == 1
