@@ -375,6 +375,11 @@ class AllToAllVOp(CollectiveOp):
     `tensor<G x C x ...>` holds one chunk of capacity C per destination rank; its count tensor
     `tensor<G x i64>` says how many leading rows of each chunk are valid. The result chunk i
     holds the valid rows received from rank i (zero padded) and the result counts say how many.
+
+    Counts may have any leading shape of the data, `data.shape[:r]` with 1 <= r < rank:
+    `counts[g, i1, ..]` says how many leading rows along axis r of `data[g, i1, ..]` are
+    valid (the MoE use: data `[G, E_local, C, M]`, counts `[G, E_local]`). r = 1 is the
+    form above.
     """
 
     name = "comm.all_to_allv"
@@ -414,11 +419,7 @@ class AllToAllVOp(CollectiveOp):
                     f"comm.all_to_allv: count result #{n} must have the count operand's type "
                     f"{counts}, got {self.outputs[half + n].type}"
                 )
-            if counts.get_shape() != (groups,):
-                raise VerifyException(
-                    f"comm.all_to_allv: count operand #{n} must be tensor<{groups}xi64>-like, "
-                    f"got {counts}"
-                )
+            _check_count_shape(n, data.get_shape(), counts)
             if size is not None and groups != size:
                 raise VerifyException(
                     f"comm.all_to_allv: data operand #{n} has {groups} chunks but the group "
@@ -430,6 +431,25 @@ class AllToAllVOp(CollectiveOp):
             raise VerifyException(
                 f"comm.all_to_allv: result #{n} shape {outs} must equal operand shape {ins}"
             )
+
+
+def _check_count_shape(n: int, data: tuple[int, ...], counts: TensorType) -> None:
+    """An all_to_allv count tensor must have a leading shape `data[:r]`, 1 <= r < rank."""
+    shape = counts.get_shape()
+    if 1 <= len(shape) < len(data) and shape == data[: len(shape)]:
+        return
+    if len(data) < 2:
+        raise VerifyException(
+            f"comm.all_to_allv: data operand #{n} needs a row axis after its chunk dim, got "
+            f"shape {list(data)}"
+        )
+    expected = " or ".join(
+        f"tensor<{'x'.join(map(str, data[:r]))}xi64>" for r in range(1, len(data))
+    )
+    raise VerifyException(
+        f"comm.all_to_allv: count operand #{n} must be {expected}-like (a leading shape of the "
+        f"data {list(data)}), got {counts}"
+    )
 
 
 def _implied_a2a_size(

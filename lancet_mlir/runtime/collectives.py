@@ -15,7 +15,8 @@ with real MPI calls; these functions are the definition it is tested against.
   in group order.
 * `all_to_allv` sends the first `counts[j]` rows of chunk j of a `[G, C, ...]` tensor to
   member j; member i's chunk j holds the rows received from member j, zero padded to C, and
-  its count tensor says how many there are.
+  its count tensor says how many there are. Counts may also have shape `data.shape[:r]`
+  (1 <= r < data rank): `counts[j, i1, ..]` rows along axis r of `data[j, i1, ..]` move.
 """
 
 from __future__ import annotations
@@ -140,34 +141,59 @@ def all_to_all(arrays: Sequence[np.ndarray], split_axis: int, concat_axis: int) 
 
 
 def check_counts(data: np.ndarray, counts: np.ndarray, size: int) -> None:
-    """Validate an all_to_allv (data, counts) pair of one member."""
+    """Validate an all_to_allv (data, counts) pair of one member.
+
+    `counts` must have a leading shape of `data`, `data.shape[:r]` with 1 <= r < data rank,
+    whose first dim is the group size; every count lies in [0, data.shape[r]]."""
     if data.ndim < 2 or data.shape[0] != size:
         raise CollectiveError(
             f"all_to_allv data must be [{size}, capacity, ...], got shape {data.shape}"
         )
-    if counts.shape != (size,):
-        raise CollectiveError(f"all_to_allv counts must have shape ({size},), got {counts.shape}")
-    capacity = data.shape[1]
-    bad = [int(c) for c in counts if not 0 <= int(c) <= capacity]
-    if bad:
-        raise CollectiveError(f"all_to_allv count {bad[0]} is outside [0, {capacity}]")
+    if not 1 <= counts.ndim < data.ndim or counts.shape != data.shape[: counts.ndim]:
+        if counts.ndim == 1:  # the common [G] form: name the one shape expected
+            expected = f"({size},)"
+        else:
+            expected = " or ".join(str(data.shape[:r]) for r in range(1, data.ndim))
+        raise CollectiveError(
+            f"all_to_allv counts must have shape {expected} (a leading shape of the data "
+            f"{data.shape}), got {counts.shape}"
+        )
+    if counts.dtype.kind not in "iu":
+        raise CollectiveError(f"all_to_allv counts must be integers, got dtype {counts.dtype}")
+    rows = data.shape[counts.ndim]
+    bad = counts[(counts < 0) | (counts > rows)]
+    if bad.size:
+        raise CollectiveError(f"all_to_allv count {int(bad[0])} is outside [0, {rows}]")
+
+
+def valid_rows(data: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A boolean mask broadcastable to `data`: True on the leading `counts[...]` rows along
+    axis `counts.ndim` (the rows an all_to_allv moves)."""
+    axis = counts.ndim
+    rows = np.arange(data.shape[axis]).reshape((1,) * axis + (-1,))
+    mask = rows < counts[..., None]
+    return mask.reshape(mask.shape + (1,) * (data.ndim - axis - 1))
 
 
 def all_to_allv(
     datas: Sequence[np.ndarray], counts: Sequence[np.ndarray]
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Uneven exchange of (data [G, C, ...], counts [G]) pairs; see the module doc."""
+    """Uneven exchange of (data [G, ...], counts data.shape[:r]) pairs; see the module doc.
+
+    Member i's result chunk j is the part of member j's chunk i that member j's counts mark
+    valid (zero elsewhere); its result counts[j] are member j's counts[i]."""
     size = len(datas)
     _same_shapes(datas)
     for d, c in zip(datas, counts, strict=True):
         check_counts(d, c, size)
+    _same_shapes(counts)
+    masks = [valid_rows(d, c) for d, c in zip(datas, counts, strict=True)]
     out_data = [np.zeros_like(d) for d in datas]
     out_counts = [np.zeros_like(c) for c in counts]
     for i in range(size):
         for j in range(size):
-            n = int(counts[j][i])
-            out_data[i][j, :n] = datas[j][i, :n]
-            out_counts[i][j] = n
+            out_data[i][j] = np.where(masks[j][i], datas[j][i], out_data[i][j])
+            out_counts[i][j] = counts[j][i]
     return out_data, out_counts
 
 

@@ -41,6 +41,7 @@ from lancet_mlir.runtime.collectives import (
     reduce_arrays,
     reduction_of,
     resolve_groups,
+    valid_rows,
 )
 from lancet_mlir.support.errors import AgreedError
 from lancet_mlir.support.mpi_job import fault_point, launcher_world_size
@@ -250,20 +251,38 @@ def _alltoall(gc: Any, x: np.ndarray, split: int, concat: int) -> np.ndarray:
 
 
 def _alltoallv(gc: Any, data: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exchange the count tensors, then move only the valid rows (packed, in index order)."""
     from mpi4py import MPI
 
-    size = gc.Get_size()
+    size, axis = gc.Get_size(), counts.ndim
     send_counts = np.ascontiguousarray(counts.astype(np.int64))
     recv_counts = np.empty_like(send_counts)
-    gc.Alltoall(send_counts, recv_counts)
-    row = int(np.prod(data.shape[2:], dtype=np.int64)) * data.dtype.itemsize
-    chunk = data.shape[1] * row
-    displs = [j * chunk for j in range(size)]
-    send = _bytes(data)
-    recv = np.zeros(send.size, dtype=np.uint8)
+    gc.Alltoall(send_counts.reshape(size, -1), recv_counts.reshape(size, -1))
+    if data.size == 0:  # nothing to move (a zero-sized dim): only the counts travel
+        return np.zeros_like(data), recv_counts.astype(counts.dtype)
+    # view the data as [G, K, R, row bytes]: K = the count index after G, R = the row axis
+    rows = data.shape[axis]
+    row = int(np.prod(data.shape[axis + 1 :], dtype=np.int64)) * data.dtype.itemsize
+    blocks = _bytes(data).reshape(size, -1, rows, row)
+    send_mask = valid_rows(blocks[..., 0], send_counts.reshape(size, -1))
+    recv_mask = valid_rows(blocks[..., 0], recv_counts.reshape(size, -1))
+    send = np.ascontiguousarray(blocks[send_mask]).reshape(-1)  # rows of chunk 0, then 1, ...
+    send_sizes = send_counts.reshape(size, -1).sum(axis=1) * row
+    recv_sizes = recv_counts.reshape(size, -1).sum(axis=1) * row
+    recv = np.empty(int(recv_sizes.sum()), dtype=np.uint8)
     gc.Alltoallv(
-        [send, ([int(c) * row for c in send_counts], displs), MPI.BYTE],
-        [recv, ([int(c) * row for c in recv_counts], displs), MPI.BYTE],
+        [send, (_ints(send_sizes), _ints(_starts(send_sizes))), MPI.BYTE],
+        [recv, (_ints(recv_sizes), _ints(_starts(recv_sizes))), MPI.BYTE],
     )
-    out_data = recv.view(data.dtype).reshape(data.shape)
-    return out_data, recv_counts.astype(counts.dtype)
+    out = np.zeros_like(blocks)
+    out[recv_mask] = recv.reshape(-1, row)
+    return out.reshape(-1).view(data.dtype).reshape(data.shape), recv_counts.astype(counts.dtype)
+
+
+def _starts(sizes: np.ndarray) -> np.ndarray:
+    """Displacements of consecutive blocks of the given sizes."""
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+def _ints(values: np.ndarray) -> list[int]:
+    return [int(v) for v in values]

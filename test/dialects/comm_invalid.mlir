@@ -131,3 +131,10 @@ builtin.module attributes {lancet.world_size = 0 : i64} {
   %r = comm.allgather %x : (tensor<8xf32>) -> tensor<16xf32>
 }
 // expected-error@-2 {{comm.allgather: the enclosing lancet.world_size is 0, must be >= 1}}
+
+// -----
+
+%d = "test.op"() : () -> tensor<2x3x4xf32>
+%c = "test.op"() : () -> tensor<2x4xi64>
+%v, %vc = comm.all_to_allv %d, %c : (tensor<2x3x4xf32>, tensor<2x4xi64>) -> (tensor<2x3x4xf32>, tensor<2x4xi64>)
+// expected-error@-1 {{comm.all_to_allv: count operand #0 must be tensor<2xi64> or tensor<2x3xi64>-like (a leading shape of the data [2, 3, 4]), got tensor<2x4xi64>}}
