@@ -29,6 +29,10 @@ OVERLAP_SLOWDOWN = "lancet.overlap_slowdown"
 # ---- op annotations -----------------------------------------------------------------------------
 TIME_US = "lancet.time_us"
 """Number >= 0 on any op: its time in µs, overriding every cost model."""
+FILL = "lancet.fill"
+"""Number in (0, 1] on any op: the op processes only this expected share of the rows of its
+padded tensors (a token part's window); costs are scaled by it (compute time x f, a
+collective costed at payload bytes x f). `lancet.time_us` is not scaled."""
 FLOPS = "lancet.flops"
 """f64 on a compute op: FLOPs for the roofline model (import-stablehlo, you)."""
 BYTES = "lancet.bytes"

@@ -6,11 +6,12 @@ from collections.abc import Iterator, Sequence
 from typing import cast
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Attribute, Block, Operation
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllVOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.fill import fused_fill, set_fill
 from lancet_mlir.support.errors import OpError
 
 
@@ -99,18 +100,10 @@ def _sections(op: Operation) -> tuple[tuple[list, list], tuple[list, list]]:
     return (ins[:h], ins[h:]), (outs[:h], outs[h:])
 
 
-def fuse_collectives(members: Sequence[Operation]) -> Operation:
-    """Replace compatible collectives by one variadic collective of the same kind.
-
-    The fused op takes the members' operands in member order (for all_to_allv: every data
-    operand in member order, then every count operand), copies the first member's
-    properties and is inserted where the last member was; uses are rewired and the members
-    erased. The block may need a topological re-sort afterwards (consumers of early members
-    can precede the fused op).
-    """
-    first, last = members[0], members[-1]
-    block = last.parent_block()
-    assert block is not None
+def fused_collective(members: Sequence[Operation]) -> tuple[Operation, list[SSAValue]]:
+    """A new, detached collective fusing `members` (see `fuse_collectives`) and the members'
+    results in the order of its results."""
+    first = members[0]
     # all_to_allv lists N data operands before N counts: keep data and counts apart
     sections = [_sections(op) for op in members]
     operands = [v for part in (0, 1) for ins, _ in sections for v in ins[part]]
@@ -118,6 +111,25 @@ def fuse_collectives(members: Sequence[Operation]) -> Operation:
     kind = cast(type[CollectiveOp], type(first))  # members are collectives of one kind
     fused = kind(operands, [r.type for r in olds], properties=dict(first.properties))
     fused.attributes.update(_common_attributes(members))
+    if any(attrs.FILL in op.attributes for op in members):  # members filled differently
+        set_fill(fused, fused_fill(cast(Sequence[CollectiveOp], members)))
+    return fused, olds
+
+
+def fuse_collectives(members: Sequence[Operation]) -> Operation:
+    """Replace compatible collectives by one variadic collective of the same kind.
+
+    The fused op takes the members' operands in member order (for all_to_allv: every data
+    operand in member order, then every count operand), copies the first member's
+    properties and the attributes every member shares, and is inserted where the last member
+    was; uses are rewired and the members erased. Members of different `lancet.fill` give the
+    fused op their payload-weighted mean fill. The block may need a topological re-sort
+    afterwards (consumers of early members can precede the fused op).
+    """
+    last = members[-1]
+    block = last.parent_block()
+    assert block is not None
+    fused, olds = fused_collective(members)
     block.insert_op_before(fused, last)
     for old, new in zip(olds, fused.results, strict=True):
         old.replace_all_uses_with(new)

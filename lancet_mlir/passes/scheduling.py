@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import StringAttr
 
 from lancet_mlir import attrs
-from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
+from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
-from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives
+from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives, fused_collective
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.profile.cost_model import CostModel
@@ -63,12 +63,7 @@ def fusion_hooks(graph: DataflowGraph, cost_model: CostModel) -> FusionHooks:
     world = module_world_size(graph.ops[0]) if graph.ops else None
 
     def fused_time(group: list[int]) -> float:
-        members = [graph.ops[m] for m in group]
-        first = members[0]
-        assert isinstance(first, CollectiveOp)
-        operands = [v for op in members for v in op.operands]
-        types = [r.type for op in members for r in op.results]
-        temp = type(first)(operands, types, properties=dict(first.properties))
+        temp, _ = fused_collective([graph.ops[m] for m in group])
         try:
             return float(cost_model.op_time_us(temp, world))
         finally:

@@ -15,6 +15,12 @@ Priority, first that applies:
    used as given: a measured or explicit time is never floored);
 4. 0, and the op is listed in the one summary warning `warn_unknown()` prints.
 
+`lancet.fill = f` (graph/fill.py) on an op that only processes f of its padded rows scales
+steps 2-3: a compute op's profiled time by f, its roofline estimate by f before the launch
+floor (a small kernel still pays its launch); a collective is costed by the comm model at
+f x its payload bytes (the table is looked up at the scaled size, not the time scaled), and
+skips a profile entry, which measured the padded exchange. Step 1 is never scaled.
+
 Configuration: a `CostConfig` (device, cluster preset, network overrides, files), built by
 the costing passes from their options and the module's `lancet.*` attributes
 (`passes/costing.py`, `profile/settings.py`); there is no process-wide "active" model.
@@ -43,6 +49,7 @@ from xdsl.ir import Operation
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
+from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.profile.clusters import get_cluster
 from lancet_mlir.profile.comm_loaders import load_comm_table
 from lancet_mlir.profile.comm_model import CommModel, CommTable, InterNode
@@ -276,17 +283,20 @@ class CostModel:
         explicit = explicit_time_us(op)
         if explicit is not None:
             return explicit
-        if self.config.profiles:  # also an empty profile: its coverage note says so
+        fill = op_fill(op)
+        if self.config.profiles and not (fill < 1 and isinstance(op, CollectiveOp)):
+            # (a filled collective moves fewer bytes than the padded one that was measured)
             key = op_key(op)
             measured = self.profile.mean_us(key)
             if not isinstance(op, CollectiveOp) and op_display_name(op) not in ZERO_COST_OPS:
                 (self._unprofiled if measured is None else self._profiled).setdefault(key, None)
             if measured is not None:
-                return measured
+                return measured * fill
         if isinstance(op, CollectiveOp):
             self._collectives_costed = True
-            return self.comm.time_us(op.KIND, op.payload_bytes(), op.group_size(world_size))
-        estimate = op_roofline_us(op, self.device)
+            nbytes = op.payload_bytes() * fill
+            return self.comm.time_us(op.KIND, nbytes, op.group_size(world_size))
+        estimate = op_roofline_us(op, self.device, fill)
         if estimate is not None:
             return estimate
         name = op_display_name(op)

@@ -253,9 +253,10 @@ def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
     return float(counted[0]), float(counted[1])
 
 
-def op_roofline_us(op: Operation, device: Device) -> float | None:
+def op_roofline_us(op: Operation, device: Device, fill: float = 1.0) -> float | None:
     """Estimated time of a compute op on `device` (launch floor included), None when its
-    FLOPs/bytes are unknown."""
+    FLOPs/bytes are unknown. `fill` (its `lancet.fill`) scales the estimate before the
+    launch floor."""
     counted = op_flops_bytes(op)
     if counted is None:
         return None
@@ -266,7 +267,7 @@ def op_roofline_us(op: Operation, device: Device) -> float | None:
         estimate = matmul_time_us(flops, nbytes, dtype, device)
     else:
         estimate = roofline_time_us(flops, nbytes, dtype, device)
-    return launch_floor_us(name, estimate, device)
+    return launch_floor_us(name, estimate * fill, device)
 
 
 def launch_floor_us(name: str, estimate_us: float, device: Device) -> float:

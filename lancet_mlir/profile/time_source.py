@@ -5,7 +5,8 @@ The cost model (cost_model.py) takes an op's time from the first of: the op's ow
 collective the comm tables ("table", when a table holds that collective kind) or the device's
 alpha-beta model ("alpha-beta"), the roofline estimate from FLOPs and bytes ("roofline"),
 and else 0 ("zero"). `time_source` answers that question for one op with the same order, so
-reports can count the sources and traces can name each event's.
+reports can count the sources and traces can name each event's. A `lancet.fill` scales the
+time but does not change its source (a filled collective skips the profile, as in the model).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from xdsl.ir import Operation
 
 from lancet_mlir.dialects.comm import CollectiveOp
+from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.profile.cost_model import CostModel, explicit_time_us
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.roofline import op_roofline_us
@@ -27,7 +29,8 @@ def time_source(model: CostModel, op: Operation) -> str:
     """The source of `model`'s time for `op` (one of SOURCES)."""
     if explicit_time_us(op) is not None:
         return "attribute"
-    if model.config.profiles and model.profile.mean_us(op_key(op)) is not None:
+    filled_comm = isinstance(op, CollectiveOp) and op_fill(op) < 1  # skips the profile
+    if model.config.profiles and not filled_comm and model.profile.mean_us(op_key(op)) is not None:
         return "profile"
     if isinstance(op, CollectiveOp):
         return "table" if model.comm.group_sizes(op.KIND) else "alpha-beta"

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_runtime_mpi import error_lines, mpirun
 
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.collectives import CollectiveError, all_to_allv, check_counts
 from lancet_mlir.runtime.loader import parse_module_text
 from lancet_mlir.runtime.results import save_npz
 from lancet_mlir.support.errors import UserError
-from test_runtime_mpi import error_lines, mpirun
 
 
 def loop_reference(datas: list[np.ndarray], counts: list[np.ndarray]) -> tuple[list, list]:
