@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.dialects.comm import AllToAllOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, Chunking
 from lancet_mlir.partition.base import PART_ATTR, ValueRef, part_sizes, shape_of, value_ref
@@ -330,7 +330,7 @@ def simulate_range(
                 if owner in task:
                     ps.add(task[owner])
         preds.append(sorted(ps))
-    is_comm = [graph.is_comm[graph.index[op]] if op in graph.index else isinstance(op, AllToAllOp)
+    is_comm = [graph.is_comm[graph.index[op]] if op in graph.index else isinstance(op, CollectiveOp)
                for op in ops]  # fmt: skip
     result = phased_simulate(preds, is_comm, [time_of(op) for op in ops], phases)
     return RangeCost(result.makespan_us, [ops[t] for t in result.order])

@@ -111,7 +111,8 @@ def plan_layer(
         raise
     post_region = None
     if post is not None:
-        post_region = build_region(graph, post, n, {y: {(TOKEN_AXIS, n): core.parts[y]}})
+        available.setdefault(y, {})[(TOKEN_AXIS, n)] = core.parts[y]
+        post_region = build_region(graph, post, n, available)
     return TokenPlan(layer, n, core, pre_region, post_region)
 
 

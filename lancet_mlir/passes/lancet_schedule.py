@@ -48,6 +48,11 @@ LOG = logging.getLogger("lancet_mlir.schedule")
 
 PARTITIONS = ("auto", "none", "dp", "range")
 
+TOKEN_PARTS = (2, 4, 8)
+"""Part counts of the token candidates of `partition=auto` (`moe-partition{axis=token}`):
+each whole MoE layer and the forward around it in n token parts; the scheduling stages
+then place the parts (the phased emission order of the pass is only a start)."""
+
 EXPERT_DEGREES = (2, 4, 8)
 """Part counts of the expert-only (Tutel-like) candidates of `partition=auto`: Tutel's sweep,
 so the pipeline is never slower than the best Tutel degree under its own cost model."""
@@ -85,9 +90,9 @@ def partition_candidates(
     ctx: Context, module: ModuleOp, cost: CostOptions
 ) -> list[tuple[str, ModuleOp]]:
     """The partitioned candidates of `partition=auto`, each a partitioned clone of `module`
-    with its label, in preference order: Lancet's DP plan (`dp`), whole MoE layers in
-    token parts with the regions around them (`token`, `moe-partition{axis=token}`), then
-    the expert FFN alone
+    with its label, in preference order: Lancet's DP plan (`dp`), whole MoE layers in n
+    token parts with the regions around them (`token-n`, `moe-partition{axis=token
+    parts=n}`) for n in TOKEN_PARTS, then the expert FFN alone
     split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in EXPERT_DEGREES.
 
     A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
@@ -96,8 +101,11 @@ def partition_candidates(
     """
     before = _count_parts(module)
     stages: list[tuple[str, ModulePass]] = [
-        ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost))),
-        ("token", MoePartitionPass(axis="token", **cost_options_of(cost))),
+        ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost)))
+    ]
+    stages += [
+        (f"token-{n}", MoePartitionPass(axis="token", parts=n, **cost_options_of(cost)))
+        for n in TOKEN_PARTS
     ]
     stages += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
     trials: list[tuple[str, ModuleOp]] = []
@@ -147,9 +155,9 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
        does not grow (§7.5, as `fuse-noncritical-comm`), then a short local search.
     The partition stage (`partition=`) runs on the module before these. With `auto` (the
     default) it makes candidates: the module unpartitioned, Lancet's DP plan
-    (`moe-partition`), whole MoE layers in token parts with the attention and FFN around
-    them (`moe-partition{axis=token}`) and the expert FFN alone in 2, 4 and 8 parts (as
-    `tutel-pipeline`);
+    (`moe-partition`), whole MoE layers with the attention and FFN around them in 2, 4
+    and 8 token parts (`moe-partition{axis=token parts=n}`) and the expert FFN alone in 2,
+    4 and 8 parts (as `tutel-pipeline`);
     stages 1-4 run on each (the search budget split evenly among them) and the candidate
     whose scheduled module simulates fastest (summed over blocks) is kept, the earlier on a
     tie. The DP costs each MoE layer in isolation, blind to what dW placement hides later,
@@ -167,7 +175,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     Options:
       heuristic=fifo|dw    initial schedule (default dw)
       partition=auto|dp|range|none  partition stage (default auto: the best scheduled of
-                           none, dp, token and expert-2/4/8); dp|range: `moe-partition{algo=...}`
+                           none, dp, token-2/4/8 and expert-2/4/8); dp|range: `moe-partition{algo=...}`
                            on the module first; none: schedule only
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off;
