@@ -69,7 +69,7 @@ from lancet_mlir.partition.rules import (
     kernel_param,
 )
 
-FILL = getattr(attrs, "FILL", "lancet.fill")
+FILL = attrs.FILL
 """Annotation: the share of a padded window's rows that an op's part holds (costing)."""
 
 
