@@ -20,9 +20,13 @@ earlier token. Token parts instead cut the layer's S tokens into n consecutive p
   because every padding row of a gradient window is zero: the exchanges zero-pad and the
   gradient ops are linear in the gradient), and the dispatch gradient of the part's tokens.
 
-Windows are full-shape static tensors; an op on a window carries `lancet.fill = s_k / S`,
-the share of the rows part k holds, so the cost model charges every part its share of the
-unpartitioned op (the parts together cost what the layer costs). Borders: logits, the
+Windows are full-shape static tensors; an op on windows only (the exchanges, the layout
+ops around them, the expert FFN and its backward) carries `lancet.fill = s_k / S`, the
+share of the rows part k holds, so the cost model charges every part its share of the
+unpartitioned op (the parts together cost what the layer costs). The dispatch / combine
+contractions and their gradients read the part's own [s_k, E, C] routing, which the cost
+model already sizes by the part, beside a window: they carry no fill, so their window
+side is charged in full per part (conservative: the routing tensor dominates them). Borders: logits, the
 dispatch input and the combine's output gradient are split along their token axis (or
 taken as parts from an earlier region), the combine's output, the input gradient and the
 logits' gradient are concatenated, partial sums added. Every window value must be read
@@ -47,7 +51,6 @@ from lancet_mlir.partition.axes import Slot, op_options
 from lancet_mlir.partition.base import (
     PART_ATTR,
     PartitionError,
-    ValueRef,
     node_name,
     part_sizes,
     shape_of,
@@ -494,12 +497,17 @@ class TokenBuilder:
     # ---- forward ---------------------------------------------------------------------------
     def build(self) -> TokenRegions:
         """Create every part (forward, then backward) and the border ops."""
-        self._forward()
+        self.forward()
         if self.bwd is not None:
-            self._backward()
+            self.backward()
+        return self.regions()
+
+    def regions(self) -> TokenRegions:
+        """What has been built so far."""
         return TokenRegions(self.fwd, self.bwd, self.parts)
 
-    def _forward(self) -> None:
+    def forward(self) -> None:
+        """Create the forward parts (border inputs from `available`, else split)."""
         L, g, r = self.layer, self.graph, self.fwd
         gate = g.ops[L.gate]
         logits = self._token_parts(gate.operands[0], r, gate)
@@ -537,7 +545,7 @@ class TokenBuilder:
                 k,
             ).results[0]
             self.counts.append(wide_counts)
-            self._clone(r, L.dispatch, k)
+            self._clone(r, L.dispatch, k, fill=False)
             window = self.parts[g.ops[L.dispatch].results[0]][k]
             expert_in, got = self._send(r, L.fwd_entry, window, wide_counts, k)
             self.parts.setdefault(g.ops[L.fwd_entry].results[0], []).append(expert_in)
@@ -546,11 +554,12 @@ class TokenBuilder:
             exit_op = g.ops[L.fwd_exit]
             returned = self._return(r, L.fwd_exit, self.parts[exit_op.operands[0]][k], got, k)
             self.parts.setdefault(exit_op.results[0], []).append(returned)
-            self._clone(r, L.combine, k)
+            self._clone(r, L.combine, k, fill=False)
         self._merge_tokens(r, [L.combine])
 
     # ---- backward --------------------------------------------------------------------------
-    def _backward(self) -> None:
+    def backward(self) -> None:
+        """Create the backward parts (after `forward`)."""
         L, g = self.layer, self.graph
         b, r = L.bwd, self.bwd
         assert b is not None
@@ -562,8 +571,8 @@ class TokenBuilder:
         gdx = g.ops[b.gate_dx]
         logits = self.parts[gate.operands[0]]
         for k in range(self.n):
-            self._clone(r, b.combine_dx, k)
-            self._clone(r, b.combine_dw, k)
+            self._clone(r, b.combine_dx, k, fill=False)
+            self._clone(r, b.combine_dw, k, fill=False)
             dcomb = self.parts[g.ops[b.combine_dw].results[0]][k]
             dl = self._add(
                 r,
@@ -585,7 +594,7 @@ class TokenBuilder:
                 r, b.exit, self.parts[exit_op.operands[0]][k], self.received[k], k
             )
             self.parts.setdefault(exit_op.results[0], []).append(d_disp)
-            self._clone(r, b.dispatch_dx, k)
+            self._clone(r, b.dispatch_dx, k, fill=False)
         self._merge_tokens(r, [b.dispatch_dx, b.gate_dx])
         self._merge_partials(r, b.chain)
 

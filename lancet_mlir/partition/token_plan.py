@@ -21,7 +21,7 @@ from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import solve_axes
-from lancet_mlir.partition.base import value_ref
+from lancet_mlir.partition.base import PartitionError, value_ref
 from lancet_mlir.partition.region import (
     Available,
     OpCost,
@@ -29,7 +29,7 @@ from lancet_mlir.partition.region import (
     build_region,
     simulate_range,
 )
-from lancet_mlir.partition.token import TokenLayer, TokenRegions, build_token_layer
+from lancet_mlir.partition.token import TokenBuilder, TokenLayer, TokenRegions
 
 TOKEN_AXIS = (0, 1)
 """The slot of a [S, ...] value cut into consecutive token ranges."""
@@ -37,83 +37,155 @@ TOKEN_AXIS = (0, 1)
 
 @dataclass
 class TokenPlan:
-    """One layer's token parts with the regions before and after its forward."""
+    """One layer's token parts with the regions around its forward and its backward."""
 
     layer: TokenLayer
     n: int
     core: TokenRegions
-    before: PartitionedRegion | None
-    after: PartitionedRegion | None
+    around: list[PartitionedRegion | None]
+    """Regions before the gate, after the combine, before the combine's gradient and
+    after the dispatch's gradient (None: no op there takes the token axis)."""
 
     def forward(self) -> PartitionedRegion:
-        """The forward's three regions as one (their new ops, phases and rebuilds)."""
-        out = PartitionedRegion([], self.n)
-        for region in (self.before, self.core.forward, self.after):
-            if region is None:
-                continue
-            out.nodes = sorted(set(out.nodes) | set(region.nodes))
-            out.ops += region.ops
-            out.phases += region.phases
-            out.merged.update(region.merged)
-            out.epilogue += region.epilogue
-        return out
+        """The forward's regions as one (their new ops, phases and rebuilds)."""
+        return _joined([self.around[0], self.core.forward, self.around[1]], self.n)
+
+    def backward(self) -> PartitionedRegion | None:
+        """The backward's regions as one (None without a backward pass)."""
+        if self.core.backward is None:
+            return None
+        return _joined([self.around[2], self.core.backward, self.around[3]], self.n)
 
     def ranges(self) -> list[list[int]]:
-        """The program-order ranges of the forward (with the regions) and the backward."""
-        fwd = self.forward().nodes
-        out = [list(range(min(fwd), max(fwd) + 1))]
-        if self.layer.bwd is not None:
-            bwd = self.layer.bwd_nodes
-            out.append(list(range(min(bwd), max(bwd) + 1)))
+        """The program-order ranges of the forward and the backward regions."""
+        out = []
+        for region in (self.forward(), self.backward()):
+            if region is not None:
+                out.append(list(range(min(region.nodes), max(region.nodes) + 1)))
         return out
+
+    def epilogues(self) -> list[Operation]:
+        """Every rebuild op (some become unused once applied: later regions read parts)."""
+        return [op for r in self.regions() for op in r.epilogue]
+
+    def regions(self) -> list[PartitionedRegion]:
+        """Every region of the plan."""
+        core = [self.core.forward, self.core.backward]
+        return [r for r in [*self.around, *core] if r is not None]
 
     def discard(self) -> None:
         """Erase every new op (none was inserted)."""
-        if self.after is not None:
-            self.after.discard()
-        self.core.discard()
-        if self.before is not None:
-            self.before.discard()
+        for region in reversed(self.regions()):
+            region.discard()
+
+
+def _joined(regions: Sequence[PartitionedRegion | None], n: int) -> PartitionedRegion:
+    out = PartitionedRegion([], n)
+    for region in regions:
+        if region is None:
+            continue
+        out.nodes = sorted(set(out.nodes) | set(region.nodes))
+        out.ops += region.ops
+        out.phases += region.phases
+        out.merged.update(region.merged)
+        out.epilogue += region.epilogue
+    return out
+
+
+@dataclass(frozen=True)
+class Spans:
+    """Nodes each region around a layer may take (program order)."""
+
+    before: Sequence[int] = ()
+    after: Sequence[int] = ()
+    bwd_before: Sequence[int] = ()
+    bwd_after: Sequence[int] = ()
 
 
 def plan_layer(
     graph: DataflowGraph,
     layer: TokenLayer,
     n: int,
-    before: Sequence[int],
-    after: Sequence[int],
+    spans: Spans,
     weights: Mapping[int, float],
 ) -> TokenPlan:
-    """The layer in `n` token parts, with a region solved within the nodes `before` the
-    gate and one within the nodes `after` the combine (each left out when no op there
-    takes the token axis). Raises PartitionError when the layer itself cannot be split."""
+    """The layer in `n` token parts with a region solved within each span: before the
+    gate (giving the logits and the dispatch input in parts), after the combine (taking
+    its output in parts), before the combine's gradient (giving it in parts) and after
+    the dispatch's and the gate's gradients (taking them in parts). Backward regions read
+    forward values in parts where the forward made them. Raises PartitionError when the
+    layer itself cannot be split."""
     g = graph.ops
     logits, x = g[layer.gate].operands[0], g[layer.dispatch].operands[0]
     y = g[layer.combine].results[0]
-    core_ops = frozenset(g[i] for i in layer.fwd_nodes)
-    pre = _region(graph, before, [logits, x], {logits: TOKEN_AXIS, x: TOKEN_AXIS}, n, weights)
-    readers = [graph.index[u.operation] for u in y.uses if u.operation in graph.index]
-    post = _region(
-        graph, after, [], {y: TOKEN_AXIS}, n, weights, [r for r in readers if r in set(after)]
+    pins = {logits: TOKEN_AXIS, x: TOKEN_AXIS}
+    solved = [_region(graph, spans.before, [logits, x], pins, n, weights)]
+    solved.append(
+        _region(
+            graph, spans.after, [], {y: TOKEN_AXIS}, n, weights, _readers(graph, y, spans.after)
+        )
     )
-    pre_region = None
+    b = layer.bwd
+    if b is not None:
+        dy = g[b.combine_dx].operands[0]
+        grads = [g[b.dispatch_dx].results[0], g[b.gate_dx].results[0]]
+        solved.append(_region(graph, spans.bwd_before, [dy], {dy: TOKEN_AXIS}, n, weights))
+        readers = sorted({r for v in grads for r in _readers(graph, v, spans.bwd_after)})
+        pins_after = {v: TOKEN_AXIS for v in grads}
+        solved.append(_region(graph, spans.bwd_after, [], pins_after, n, weights, readers))
+    else:
+        solved += [None, None]
+    built: list[PartitionedRegion | None] = [None] * 4
     available: Available = {}
-    if pre is not None:
-        pre_region = build_region(graph, pre, n, takers=core_ops)
-        for (i, j), (slot, parts) in pre_region.chunks.items():
-            available.setdefault(g[i].results[j], {})[(slot, n)] = parts
-    takers = frozenset(g[i] for i in post.options) if post is not None else frozenset()
+    builder = TokenBuilder(graph, layer, n, available)
     try:
-        core = build_token_layer(graph, layer, n, available, takers)
-    except Exception:
-        if pre_region is not None:
-            pre_region.discard()
+        built[0] = _build(graph, solved[0], n, available)
+        builder.forward()
+        _offer(available, builder.parts, [y], n)
+        built[1] = _build(graph, solved[1], n, available)
+        if b is not None:
+            built[2] = _build(graph, solved[2], n, available)
+            builder.backward()
+            _offer(
+                available, builder.parts, [g[b.dispatch_dx].results[0], g[b.gate_dx].results[0]], n
+            )
+            built[3] = _build(graph, solved[3], n, available)
+    except PartitionError:
+        for region in [*built, builder.fwd, builder.bwd]:
+            if region is not None:
+                region.discard()
         raise
-    post_region = None
-    if post is not None:
-        available.setdefault(y, {})[(TOKEN_AXIS, n)] = core.parts[y]
-        post_region = build_region(graph, post, n, available)
-    return TokenPlan(layer, n, core, pre_region, post_region)
+    return TokenPlan(layer, n, builder.regions(), built)
+
+
+def _readers(graph: DataflowGraph, v: SSAValue, nodes: Sequence[int]) -> list[int]:
+    inside = set(nodes)
+    return sorted(
+        {graph.index[u.operation] for u in v.uses if graph.index.get(u.operation) in inside}
+    )
+
+
+def _offer(
+    available: Available,
+    parts: Mapping[SSAValue, list[SSAValue]],
+    values: Sequence[SSAValue],
+    n: int,
+) -> None:
+    for v in values:
+        available.setdefault(v, {})[(TOKEN_AXIS, n)] = parts[v]
+
+
+def _build(
+    graph: DataflowGraph, solution, n: int, available: Available
+) -> PartitionedRegion | None:
+    """Build a solved region (its border inputs from `available` where there) and offer
+    its split results to the regions built after it."""
+    if solution is None:
+        return None
+    region = build_region(graph, solution, n, available)
+    for (i, j), (slot, parts) in region.chunks.items():
+        available.setdefault(graph.ops[i].results[j], {})[(slot, n)] = parts
+    return region
 
 
 def _region(
@@ -148,7 +220,7 @@ def simulate_plan(
     plan's parts (or unpartitioned when `plan` is None)."""
     regions: list[PartitionedRegion | None] = [None, None]
     if plan is not None:
-        regions = [plan.forward(), plan.core.backward]
+        regions = [plan.forward(), plan.backward()]
     total = 0.0
     orders: list[list[Operation]] = []
     for nodes, region in zip(ranges, regions, strict=False):
@@ -164,8 +236,7 @@ def apply_plan(
     """Replace the plan's ranges by `orders` (from `simulate_plan`), reroute the rebuilt
     results and erase the original ops."""
     ranges = plan.ranges()
-    forward = plan.forward()
-    regions = [forward] + ([plan.core.backward] if plan.core.backward is not None else [])
+    regions = [r for r in (plan.forward(), plan.backward()) if r is not None]
     block = graph.block
     assert block is not None
     first, last = ranges[0][0], ranges[-1][-1]

@@ -29,7 +29,13 @@ from lancet_mlir.partition.region import (
     simulate_range,
 )
 from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
-from lancet_mlir.partition.token_plan import TokenPlan, apply_plan, plan_layer, simulate_plan
+from lancet_mlir.partition.token_plan import (
+    Spans,
+    TokenPlan,
+    apply_plan,
+    plan_layer,
+    simulate_plan,
+)
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.sim import evaluate_fixed_order
@@ -37,6 +43,7 @@ from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
+EXTENDS = ("none", "forward", "all")
 
 OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
 
@@ -112,11 +119,16 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     max_parts: int = 8
     parts: int | None = None
     axis: str = "capacity"
+    extend: str = "forward"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.algo not in ALGOS:
             raise PassFailedException(
                 f"{self.name}: option algo must be one of {', '.join(ALGOS)}, got {self.algo}"
+            )
+        if self.extend not in EXTENDS:
+            raise PassFailedException(
+                f"{self.name}: option extend must be one of {', '.join(EXTENDS)}, got {self.extend}"
             )
         if self.axis not in AXES:
             raise PassFailedException(
@@ -185,7 +197,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
             return
         base = _fixed_order_us(graph, time_of, sim)
         saved = _copy_ops(block) if self.parts is None else None
-        prev_end: Operation | None = None
+        prev: tuple[Operation, Operation | None] | None = None
         for t, gate_op in enumerate(gates):
             graph = DataflowGraph.from_block(block)
             try:
@@ -195,13 +207,20 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                     raise PassFailedException(f"{self.name}: {exc}") from None
                 continue
             nxt = gates[t + 1] if t + 1 < len(gates) else None
-            before, after = _token_spans(graph, layer, prev_end, nxt, time_of)
-            weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in [*before, *after]}
-            plan = self._best_plan(graph, layer, before, after, weights, time_of)
+            spans = _token_spans(graph, layer, prev, nxt, time_of)
+            if self.extend != "all":
+                spans = Spans(spans.before, spans.after)
+            if self.extend == "none":
+                spans = Spans()
+            nodes = [*spans.before, *spans.after, *spans.bwd_before, *spans.bwd_after]
+            weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
+            plan = self._best_plan(graph, layer, spans, weights, time_of)
             if plan is None:
                 continue
             apply_plan(graph, plan[0], plan[1])
-            prev_end = plan[1][0][-1]
+            erase_unused(plan[0].epilogues())
+            orders = plan[1]
+            prev = (orders[0][-1], orders[1][0] if len(orders) > 1 else None)
         if saved is None:
             return
         if _fixed_order_us(DataflowGraph.from_block(block), time_of, sim) < base:
@@ -213,8 +232,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         self,
         graph: DataflowGraph,
         layer: TokenLayer,
-        before: list[int],
-        after: list[int],
+        spans: Spans,
         weights: dict[int, float],
         time_of: OpCost,
     ) -> tuple[TokenPlan, list[list[Operation]]] | None:
@@ -230,7 +248,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
         for n in counts:
             try:
-                plan = plan_layer(graph, layer, n, before, after, weights)
+                plan = plan_layer(graph, layer, n, spans, weights)
             except PartitionError as exc:
                 if forced:
                     raise PassFailedException(f"{self.name}: {exc}") from None
@@ -377,29 +395,62 @@ def _restore(block: Block, saved: list[Operation]) -> None:
 def _token_spans(
     graph: DataflowGraph,
     layer: TokenLayer,
-    prev_end: Operation | None,
+    prev: tuple[Operation, Operation | None] | None,
     next_gate: Operation | None,
     time_of: OpCost,
-) -> tuple[list[int], list[int]]:
-    """The forward nodes a layer's token plan may extend over: before its gate, from the
-    previous plan's end; after its combine, up to the end of the forward (the first op
-    with a non-forward role, or the layer's backward) or, when another MoE layer follows,
-    up to the middle (by time) of the ops between this combine and that gate."""
-    lo = graph.index[prev_end] + 1 if prev_end is not None and prev_end in graph.index else 0
-    before = list(range(lo, layer.gate))
-    end = min(layer.bwd_nodes, default=len(graph.ops))
-    for i in range(layer.combine + 1, end):
-        role = graph.ops[i].attributes.get(attrs.ROLE)
-        if isinstance(role, StringAttr) and role.data != "fwd":
-            end = i
-            break
+) -> Spans:
+    """The nodes a layer's token plan may extend over (`prev`: the last forward op and
+    the first backward op of the previous layer's applied plan).
+
+    Forward: before the gate, from the previous plan's end; after the combine, up to the
+    end of the forward (the first op with a non-forward role, or the layer's backward)
+    or, when another MoE layer follows, up to the middle (by time) of the ops between
+    this combine and that gate. Backward (in program order the later layer's backward
+    comes first): before the combine's gradient, from the middle of the ops after the
+    next MoE layer's backward (else from the end of the forward); after the dispatch's
+    gradient, up to the previous plan's backward (else up to the first weight update)."""
+    n_ops = len(graph.ops)
+    lo = graph.index[prev[0]] + 1 if prev is not None and prev[0] in graph.index else 0
+    before = range(lo, layer.gate)
+    fwd_end = _first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), "fwd")
+    nxt: TokenLayer | None = None
+    end = fwd_end
     if next_gate is not None and next_gate in graph.index:
-        stop = min(end, graph.index[next_gate])
-        times = [time_of(graph.ops[i]) for i in range(layer.combine + 1, stop)]
-        half, acc, end = sum(times) / 2, 0.0, layer.combine + 1
-        for dt in times:
-            if acc >= half:
-                break
-            acc += dt
-            end += 1
-    return before, list(range(layer.combine + 1, end))
+        stop = min(fwd_end, graph.index[next_gate])
+        end = _middle(graph, layer.combine + 1, stop, time_of)
+        try:
+            nxt = find_layer(graph, graph.index[next_gate])
+        except PartitionError:
+            nxt = None
+    after = range(layer.combine + 1, end)
+    if layer.bwd is None:
+        return Spans(before, after)
+    first, last = min(layer.bwd_nodes), max(layer.bwd_nodes)
+    start = fwd_end
+    if nxt is not None and nxt.bwd is not None and max(nxt.bwd_nodes) < first:
+        start = _middle(graph, max(nxt.bwd_nodes) + 1, first, time_of)
+    stop = _first_role(graph, last + 1, n_ops, "dx", "dw")
+    if prev is not None and prev[1] is not None and prev[1] in graph.index:
+        stop = min(stop, graph.index[prev[1]])
+    return Spans(before, after, range(max(start, end), first), range(last + 1, stop))
+
+
+def _first_role(graph: DataflowGraph, lo: int, hi: int, *roles: str) -> int:
+    """The first node in [lo, hi) whose `lancet.role` is not one of `roles` (else hi)."""
+    for i in range(lo, hi):
+        role = graph.ops[i].attributes.get(attrs.ROLE)
+        if isinstance(role, StringAttr) and role.data not in roles:
+            return i
+    return hi
+
+
+def _middle(graph: DataflowGraph, lo: int, hi: int, time_of: OpCost) -> int:
+    """The node of [lo, hi] where the ops from lo have taken half the time of [lo, hi)."""
+    times = [time_of(graph.ops[i]) for i in range(lo, hi)]
+    half, acc, at = sum(times) / 2, 0.0, lo
+    for dt in times:
+        if acc >= half:
+            break
+        acc += dt
+        at += 1
+    return at
