@@ -428,12 +428,15 @@ class TokenBuilder:
         like: Operation,
         perm: tuple[int, ...] | None = None,
     ) -> SSAValue:
-        """`v` reshaped to `shape` (after a transpose by `perm` when given)."""
+        """`v` reshaped to `shape` (after a transpose by `perm` when given; no reshape when
+        the shape is already right)."""
         role = self._attrs(like, k, fill=True)
         if perm is not None:
             v = self._add(
                 region, build_kernel_op("transpose", [v], {"perm": perm}, role), k
             ).results[0]
+        if shape_of(v) == tuple(shape):
+            return v
         return self._add(
             region, build_kernel_op("reshape", [v], {"shape": tuple(shape)}, role), k
         ).results[0]
