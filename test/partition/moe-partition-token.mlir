@@ -11,8 +11,8 @@
 // routes its tokens into a window; each window moves with comm.all_to_allv and its counts
 // (reshaped [G, E/G]); the expert FFN and the exchanges carry lancet.fill = 0.5; part k's
 // combine gives its 4 tokens, the residual add (region after the combine) runs per part,
-// and the add whole. 9 parts exceed the 8 tokens.
 // and one concat rebuilds the result. extend=none keeps the layer norm, the gate matmul
+// and the add whole. 9 parts exceed the 8 tokens.
 builtin.module attributes {lancet.world_size = 2 : i64} {
   func.func @moe(%x: tensor<8x8xf32>, %gam: tensor<8xf32>, %bet: tensor<8xf32>, %wg: tensor<8x4xf32>, %w: tensor<2x8x8xf32>, %r: tensor<8x8xf32>) -> tensor<8x8xf32> {
     %n = comp.layer_norm %x, %gam, %bet : (tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
