@@ -303,6 +303,33 @@ class MoeGateDxOp(CompOp):
 
 
 @irdl_op_definition
+class MoeGateWindowOp(CompOp):
+    """`comp.moe_gate_window` (2 inputs, role fwd): (logits [S, E], offsets [E] int; gate
+    switch, capacity C) -> (combine [S, E, C], dispatch [S, E, C], counts [E] i64,
+    next_offsets [E] i64): the switch gate of one token part whose earlier parts filled
+    offsets[e] slots of expert e; token t of expert e is kept iff offsets[e] + r < C, r =
+    its rank among this part's tokens of e, and written to window slot r; counts = kept
+    tokens per expert, next_offsets = offsets + counts."""
+
+    name = "comp.moe_gate_window"
+    KERNEL: ClassVar[Kernel] = get_kernel("moe_gate_window")
+    gate = opt_prop_def(Attribute)  # string, default "switch", one of switch, top2
+    capacity = opt_prop_def(Attribute)  # int, required
+
+
+@irdl_op_definition
+class MoeGateWindowDxOp(CompOp):
+    """`comp.moe_gate_window_dx` (3 inputs, role dx): (dcombine [S, E, C], logits [S, E],
+    offsets [E] int; gate switch, capacity) -> dlogits [S, E]: the gradient of
+    moe_gate_window's combine w.r.t. the logits."""
+
+    name = "comp.moe_gate_window_dx"
+    KERNEL: ClassVar[Kernel] = get_kernel("moe_gate_window_dx")
+    gate = opt_prop_def(Attribute)  # string, default "switch", one of switch, top2
+    capacity = opt_prop_def(Attribute)  # int, required
+
+
+@irdl_op_definition
 class MoeDispatchOp(CompOp):
     """`comp.moe_dispatch` (2 inputs, role fwd): (x [S, M], dispatch [S, E, C]) -> expert
     input [E, C, M]."""
@@ -423,6 +450,8 @@ OP_CLASSES: tuple[type[CompOp], ...] = (
     CrossEntropyDxOp,
     MoeGateOp,
     MoeGateDxOp,
+    MoeGateWindowOp,
+    MoeGateWindowDxOp,
     MoeDispatchOp,
     MoeCombineOp,
     MoeDispatchDxOp,
@@ -466,6 +495,8 @@ __all__ = [
     "CrossEntropyDxOp",
     "MoeGateOp",
     "MoeGateDxOp",
+    "MoeGateWindowOp",
+    "MoeGateWindowDxOp",
     "MoeDispatchOp",
     "MoeCombineOp",
     "MoeDispatchDxOp",

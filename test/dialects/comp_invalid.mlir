@@ -60,6 +60,13 @@
 
 // -----
 
+%l = "test.op"() : () -> tensor<8x4xf32>
+%o = "test.op"() : () -> tensor<4xi64>
+%c, %d, %n, %m = comp.moe_gate_window %l, %o {gate = "top2", capacity = 2 : i64} : (tensor<8x4xf32>, tensor<4xi64>) -> (tensor<8x4x2xf32>, tensor<8x4x2xf32>, tensor<4xi64>, tensor<4xi64>)
+// expected-error@-1 {{comp.moe_gate_window: moe_gate_window supports the switch gate only: top2 places second choices after every token's first choice, so a part's slots depend on later tokens}}
+
+// -----
+
 %x = "test.op"() : () -> tensor<4x8xf32>
 %y = comp.gelu %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // expected-error@-1 {{comp.gelu: expected 1 inputs, got 2}}

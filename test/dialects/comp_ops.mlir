@@ -63,3 +63,19 @@ func.func @moe_and_update(%x: tensor<8x16xf32>, %wg: tensor<16x4xf32>, %e: tenso
 
 // GENERIC: %z = "comp.zeros"() <{shape = array<i64: 16, 4>}> : () -> tensor<16x4xf32>
 // GENERIC: %sc = "comp.scale"(%np) <{alpha = 5.000000e-01 : f64}> {lancet.role = "update"} : (tensor<16x4xf32>) -> tensor<16x4xf32>
+
+// one token part of a switch-gated MoE layer: window gate, per-window dispatch, its gradient
+func.func @gate_window(%logits: tensor<6x4xf32>, %off: tensor<4xi64>, %x: tensor<6x16xf32>) -> (tensor<4xi64>, tensor<6x4xf32>) {
+  %comb, %disp, %counts, %next = comp.moe_gate_window %logits, %off {capacity = 3 : i64} : (tensor<6x4xf32>, tensor<4xi64>) -> (tensor<6x4x3xf32>, tensor<6x4x3xf32>, tensor<4xi64>, tensor<4xi64>)
+  %buf = comp.moe_dispatch %x, %disp : (tensor<6x16xf32>, tensor<6x4x3xf32>) -> tensor<4x3x16xf32>
+  %dl = comp.moe_gate_window_dx %comb, %logits, %off {capacity = 3 : i64} : (tensor<6x4x3xf32>, tensor<6x4xf32>, tensor<4xi64>) -> tensor<6x4xf32>
+  func.return %next, %dl : tensor<4xi64>, tensor<6x4xf32>
+}
+
+// CHECK-LABEL: func.func @gate_window
+// CHECK-NEXT:    %comb, %disp, %counts, %next = comp.moe_gate_window %logits, %off {capacity = 3 : i64} : (tensor<6x4xf32>, tensor<4xi64>) -> (tensor<6x4x3xf32>, tensor<6x4x3xf32>, tensor<4xi64>, tensor<4xi64>)
+// CHECK-NEXT:    %buf = comp.moe_dispatch %x, %disp : (tensor<6x16xf32>, tensor<6x4x3xf32>) -> tensor<4x3x16xf32>
+// CHECK-NEXT:    %dl = comp.moe_gate_window_dx %comb, %logits, %off {capacity = 3 : i64} : (tensor<6x4x3xf32>, tensor<6x4xf32>, tensor<4xi64>) -> tensor<6x4xf32>
+// CHECK-NEXT:    func.return %next, %dl : tensor<4xi64>, tensor<6x4xf32>
+
+// GENERIC: %comb, %disp, %counts, %next = "comp.moe_gate_window"(%logits, %off) <{capacity = 3 : i64}> : (tensor<6x4xf32>, tensor<4xi64>) -> (tensor<6x4x3xf32>, tensor<6x4x3xf32>, tensor<4xi64>, tensor<4xi64>)

@@ -601,6 +601,9 @@ def _samples() -> dict[str, tuple[list[np.ndarray], dict[str, Any]]]:
         "cross_entropy_dx": ([x, np.array([0, 5, 2, 2])], {}),
         "moe_gate": ([logits], {"gate": "top2", "capacity": 4}),
         "moe_gate_dx": ([rand(4, 2, 4, seed=49), logits], {"gate": "top2", "capacity": 4}),
+        "moe_gate_window": ([logits, np.array([1, 0], dtype=np.int64)], {"capacity": 3}),
+        "moe_gate_window_dx": ([rand(4, 2, 3, seed=38), logits, np.array([1, 0], dtype=np.int64)],
+                               {"capacity": 3}),  # fmt: skip
         "moe_dispatch": ([x, dispatch], {}),
         "moe_combine": ([eo, combine], {}),
         "moe_dispatch_dx": ([eo, dispatch], {}),

@@ -13,7 +13,7 @@ partition-axis rule (partitioners), default role and documentation:
 | `embedding` | embedding, embedding_dw |
 | `shape` | reshape, transpose, split, concat, reduce_sum |
 | `loss` | cross_entropy, cross_entropy_dx |
-| `moe` | moe_gate (+ `_dx`), moe_dispatch, moe_combine and their gradients |
+| `moe` | moe_gate (+ `_dx`), moe_gate_window (+ `_dx`: one token part), moe_dispatch, moe_combine and their gradients |
 | `optim` | sgd_update, adam_update |
 | `fill` | fill, zeros |
 

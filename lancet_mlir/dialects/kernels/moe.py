@@ -1,5 +1,13 @@
 """Mixture-of-experts kernels: the GShard gate (switch / top2, capacity-limited) and its
-gradient, and the dispatch / combine contractions over the routing tensor [S, E, C]."""
+gradient, the windowed switch gate of one token part (and its gradient), and the dispatch /
+combine contractions over the routing tensor [S, E, C].
+
+Token parts (`moe_gate_window`): cutting S tokens into consecutive parts and threading the
+per-expert slot counter `offsets` from part to part gives every token the capacity slot
+`moe_gate` gives it (p = offsets[e] + r), but each part writes slot r of a [E, C] *window*,
+so part k's kept tokens of expert e are the leading counts[e] rows of its window (what a
+`comm.all_to_allv` with counts [G, E_local] moves). Only the switch gate can be cut so: top2
+places every second choice after all first choices of the whole batch."""
 
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ from lancet_mlir.dialects.kernels.rules import (
     contract_sizes,
     einsum_partition,
     expect_float,
+    expect_int,
     expect_rank,
 )
 
@@ -74,6 +83,69 @@ register(
         flops=lambda ins, outs, p: 13.0 * ins[1].numel,
         role="dx",
         doc="(dcombine [S, E, C], logits [S, E]; gate, capacity) -> dlogits [S, E]",
+    )
+)
+
+_WINDOW_TOP2 = (
+    "moe_gate_window supports the switch gate only: top2 places second choices after every "
+    "token's first choice, so a part's slots depend on later tokens"
+)
+
+
+def _moe_gate_window_infer(ins: Sigs, params: Params) -> list[TensorSig]:
+    logits, offsets = ins
+    if params["gate"] != "switch":
+        raise KernelError(_WINDOW_TOP2)
+    combine, dispatch = _moe_gate_infer([logits], params)
+    expect_rank(offsets, 1, "offsets")
+    expect_int(offsets, "offsets")
+    experts = logits.shape[1]
+    if offsets.shape != (experts,):
+        raise KernelError(f"offsets shape {offsets} must be [{experts}] (one per expert)")
+    counts = TensorSig((experts,), "i64")
+    return [combine, dispatch, counts, counts]
+
+
+register(
+    Kernel(
+        name="moe_gate_window",
+        num_inputs=2,
+        params=_GATE_PARAMS,
+        infer=_moe_gate_window_infer,
+        flops=lambda ins, outs, p: 13.0 * ins[0].numel,
+        role="fwd",
+        doc=(
+            "(logits [S, E], offsets [E] int; gate switch, capacity C) -> (combine [S, E, C], "
+            "dispatch [S, E, C], counts [E] i64, next_offsets [E] i64): the switch gate of one "
+            "token part whose earlier parts filled offsets[e] slots of expert e; token t of "
+            "expert e is kept iff offsets[e] + r < C, r = its rank among this part's tokens of "
+            "e, and written to window slot r; counts = kept tokens per expert, next_offsets = "
+            "offsets + counts"
+        ),
+    )
+)
+
+
+def _moe_gate_window_dx_infer(ins: Sigs, params: Params) -> list[TensorSig]:
+    dcombine, logits, offsets = ins
+    combine = _moe_gate_window_infer([logits, offsets], params)[0]
+    if dcombine != combine:
+        raise KernelError(f"dcombine shape {dcombine} must be {combine}")
+    return [logits]
+
+
+register(
+    Kernel(
+        name="moe_gate_window_dx",
+        num_inputs=3,
+        params=_GATE_PARAMS,
+        infer=_moe_gate_window_dx_infer,
+        flops=lambda ins, outs, p: 13.0 * ins[1].numel,
+        role="dx",
+        doc=(
+            "(dcombine [S, E, C], logits [S, E], offsets [E] int; gate switch, capacity) -> "
+            "dlogits [S, E]: the gradient of moe_gate_window's combine w.r.t. the logits"
+        ),
     )
 )
 

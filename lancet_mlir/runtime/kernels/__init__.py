@@ -11,7 +11,7 @@ one implementation here, in the module of its family:
 | `elementwise` | add, sub, mul, bias_add, scale, gelu (+ dx), sgd_update, adam_update |
 | `norm` | layer_norm (+ dx, dw), softmax (+ dx), cross_entropy (+ dx) |
 | `layout` | embedding (+ dw), reshape, transpose, split, concat, reduce_sum, fill, zeros |
-| `moe` | moe_gate (+ dx) |
+| `moe` | moe_gate (+ dx), moe_gate_window (+ dx) |
 """
 
 from __future__ import annotations
