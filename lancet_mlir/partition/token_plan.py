@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.partition.axes import solve_axes
+from lancet_mlir.partition.axes import AxisSolution, solve_axes
 from lancet_mlir.partition.base import PartitionError, value_ref
 from lancet_mlir.partition.region import (
     Available,
@@ -118,7 +118,7 @@ def plan_layer(
     g = graph.ops
     logits, x = g[layer.gate].operands[0], g[layer.dispatch].operands[0]
     y = g[layer.combine].results[0]
-    pins = {logits: TOKEN_AXIS, x: TOKEN_AXIS}
+    pins: dict[SSAValue, tuple[int, int]] = {logits: TOKEN_AXIS, x: TOKEN_AXIS}
     solved = [_region(graph, spans.before, [logits, x], pins, n, weights)]
     solved.append(
         _region(
@@ -129,9 +129,10 @@ def plan_layer(
     if b is not None:
         dy = g[b.combine_dx].operands[0]
         grads = [g[b.dispatch_dx].results[0], g[b.gate_dx].results[0]]
-        solved.append(_region(graph, spans.bwd_before, [dy], {dy: TOKEN_AXIS}, n, weights))
+        pins_before: dict[SSAValue, tuple[int, int]] = {dy: TOKEN_AXIS}
+        solved.append(_region(graph, spans.bwd_before, [dy], pins_before, n, weights))
         readers = sorted({r for v in grads for r in _readers(graph, v, spans.bwd_after)})
-        pins_after = {v: TOKEN_AXIS for v in grads}
+        pins_after: dict[SSAValue, tuple[int, int]] = {v: TOKEN_AXIS for v in grads}
         solved.append(_region(graph, spans.bwd_after, [], pins_after, n, weights, readers))
     else:
         solved += [None, None]
@@ -196,7 +197,7 @@ def _region(
     n: int,
     weights: Mapping[int, float],
     anchors: Sequence[int] = (),
-):
+) -> AxisSolution | None:
     """The heaviest region within `nodes` with `fixed` values on the token axis that
     contains the producers of `produced` (and `anchors`), or None."""
     if not nodes:

@@ -239,12 +239,13 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         """The token plan (part count) that saves the most phased-simulation time over the
         unpartitioned ranges (None: none saves any); with `parts`, that count or an error."""
         forced = self.parts is not None
-        if forced and self.parts > layer.tokens:
+        if self.parts is not None and self.parts > layer.tokens:
             raise PassFailedException(
                 f"{self.name}: {self.parts} token parts exceed the {layer.tokens} tokens "
                 f"of '{node_name(graph, layer.gate)}'"
             )
-        counts = [self.parts] if forced else range(2, min(self.max_parts, layer.tokens) + 1)
+        top = min(self.max_parts, layer.tokens)
+        counts = [self.parts] if self.parts is not None else list(range(2, top + 1))
         best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
         for n in counts:
             try:
