@@ -45,6 +45,8 @@ class TokenPlan:
     around: list[PartitionedRegion | None]
     """Regions before the gate, after the combine, before the combine's gradient and
     after the dispatch's gradient (None: no op there takes the token axis)."""
+    offered: Available
+    """Parts of values this plan (and the earlier ones) make, for later plans."""
 
     def forward(self) -> PartitionedRegion:
         """The forward's regions as one (their new ops, phases and rebuilds)."""
@@ -108,13 +110,15 @@ def plan_layer(
     n: int,
     spans: Spans,
     weights: Mapping[int, float],
+    earlier: Available | None = None,
 ) -> TokenPlan:
     """The layer in `n` token parts with a region solved within each span: before the
     gate (giving the logits and the dispatch input in parts), after the combine (taking
     its output in parts), before the combine's gradient (giving it in parts) and after
     the dispatch's and the gate's gradients (taking them in parts). Backward regions read
-    forward values in parts where the forward made them. Raises PartitionError when the
-    layer itself cannot be split."""
+    forward values in parts where the forward made them; every region takes the parts
+    that `earlier` plans (of other layers) offer. Raises PartitionError when the layer
+    itself cannot be split."""
     g = graph.ops
     logits, x = g[layer.gate].operands[0], g[layer.dispatch].operands[0]
     y = g[layer.combine].results[0]
@@ -137,7 +141,7 @@ def plan_layer(
     else:
         solved += [None, None]
     built: list[PartitionedRegion | None] = [None] * 4
-    available: Available = {}
+    available: Available = {v: dict(by) for v, by in (earlier or {}).items()}
     builder = TokenBuilder(graph, layer, n, available)
     try:
         built[0] = _build(graph, solved[0], n, available)
@@ -156,7 +160,7 @@ def plan_layer(
             if region is not None:
                 region.discard()
         raise
-    return TokenPlan(layer, n, builder.regions(), built)
+    return TokenPlan(layer, n, builder.regions(), built, available)
 
 
 def _readers(graph: DataflowGraph, v: SSAValue, nodes: Sequence[int]) -> list[int]:
@@ -231,33 +235,49 @@ def simulate_plan(
     return total, orders
 
 
-def apply_plan(
-    graph: DataflowGraph, plan: TokenPlan, orders: Sequence[Sequence[Operation]]
+def apply_plans(
+    graph: DataflowGraph, plans: Sequence[tuple[TokenPlan, Sequence[Sequence[Operation]]]]
 ) -> None:
-    """Replace the plan's ranges by `orders` (from `simulate_plan`), reroute the rebuilt
-    results and erase the original ops."""
-    ranges = plan.ranges()
-    regions = [r for r in (plan.forward(), plan.backward()) if r is not None]
+    """Replace every plan's ranges (disjoint: see `overlaps`) by their orders (from
+    `simulate_plan`), reroute the rebuilt results and erase the original ops."""
     block = graph.block
     assert block is not None
-    first, last = ranges[0][0], ranges[-1][-1]
-    anchor = graph.ops[last + 1] if last + 1 < len(graph.ops) else graph.terminator
+    starts: dict[int, tuple[int, Sequence[Operation]]] = {}
+    originals: list[Operation] = []
+    regions: list[PartitionedRegion] = []
+    for plan, orders in plans:
+        for nodes, order in zip(plan.ranges(), orders, strict=True):
+            starts[nodes[0]] = (nodes[-1], order)
+        regions += [r for r in (plan.forward(), plan.backward()) if r is not None]
     originals = [graph.ops[i] for r in regions for i in r.nodes]
     doomed = set(originals)
     for region in regions:
         for (i, j), v in region.merged.items():
             graph.ops[i].results[j].replace_uses_with_if(v, lambda use: use.operation not in doomed)
-    sequence: list[Operation] = list(orders[0])
-    if len(ranges) > 1:
-        sequence += [graph.ops[i] for i in range(ranges[0][-1] + 1, ranges[1][0])]
-        sequence += orders[1]
-    for i in range(first, last + 1):
-        graph.ops[i].detach()
-    if anchor is None:
+    sequence: list[Operation] = []
+    i = 0
+    while i < len(graph.ops):
+        if i in starts:
+            last, order = starts[i]
+            sequence += order
+            i = last + 1
+            continue
+        sequence.append(graph.ops[i])
+        i += 1
+    for op in graph.ops:
+        op.detach()
+    if graph.terminator is None:
         block.add_ops(sequence)
     else:
-        block.insert_ops_before(sequence, anchor)
+        block.insert_ops_before(sequence, graph.terminator)
     for op in originals:
         op.drop_all_references()
     for op in reversed(originals):
         op.erase(safe_erase=False)
+
+
+def overlaps(plan: TokenPlan, taken: Sequence[tuple[int, int]]) -> bool:
+    """True when one of the plan's ranges meets one of the (first, last) ranges `taken`."""
+    return any(
+        nodes[0] <= last and first <= nodes[-1] for nodes in plan.ranges() for first, last in taken
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -32,7 +33,8 @@ from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
 from lancet_mlir.partition.token_plan import (
     Spans,
     TokenPlan,
-    apply_plan,
+    apply_plans,
+    overlaps,
     plan_layer,
     simulate_plan,
 )
@@ -190,37 +192,49 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
 
     def _token_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
         """Token parts for every MoE layer of the block (option axis=token), each with the
-        regions before its gate and after its combine (`partition/token_plan.py`)."""
+        regions around it (`partition/token_plan.py`). All layers are planned on the input
+        graph (a layer's regions take the parts the previous layer's regions left, so
+        nothing is concatenated and split again between them) and applied together."""
         graph = DataflowGraph.from_block(block)
-        gates = [graph.ops[i] for i in token_gates(graph)]
+        gates = token_gates(graph)
         if not gates:
             return
         base = _fixed_order_us(graph, time_of, sim)
-        saved = _copy_ops(block) if self.parts is None else None
-        prev: tuple[Operation, Operation | None] | None = None
-        for t, gate_op in enumerate(gates):
-            graph = DataflowGraph.from_block(block)
+        layers: list[TokenLayer | None] = []
+        for gate in gates:
             try:
-                layer = find_layer(graph, graph.index[gate_op])
+                layers.append(find_layer(graph, gate))
             except PartitionError as exc:
                 if self.parts is not None:
                     raise PassFailedException(f"{self.name}: {exc}") from None
+                layers.append(None)
+        chosen: list[tuple[TokenPlan, list[list[Operation]]]] = []
+        taken: list[tuple[int, int]] = []
+        offered: Available = {}
+        for t, layer in enumerate(layers):
+            if layer is None:
                 continue
-            nxt = gates[t + 1] if t + 1 < len(gates) else None
-            spans = _token_spans(graph, layer, prev, nxt, time_of)
+            spans = _token_spans(graph, layers, t, time_of)
             if self.extend != "all":
                 spans = Spans(spans.before, spans.after)
             if self.extend == "none":
                 spans = Spans()
             nodes = [*spans.before, *spans.after, *spans.bwd_before, *spans.bwd_after]
             weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-            plan = self._best_plan(graph, layer, spans, weights, time_of)
+            plan = self._best_plan(graph, layer, spans, weights, time_of, offered)
             if plan is None:
                 continue
-            apply_plan(graph, plan[0], plan[1])
-            erase_unused(plan[0].epilogues())
-            orders = plan[1]
-            prev = (orders[0][-1], orders[1][0] if len(orders) > 1 else None)
+            if overlaps(plan[0], taken):  # an input order that interleaves two layers
+                plan[0].discard()
+                continue
+            chosen.append(plan)
+            taken += [(r[0], r[-1]) for r in plan[0].ranges()]
+            offered = plan[0].offered
+        if not chosen:
+            return
+        saved = _copy_ops(block) if self.parts is None else None
+        apply_plans(graph, chosen)
+        erase_unused([op for plan, _ in chosen for op in plan.epilogues()])
         if saved is None:
             return
         if _fixed_order_us(DataflowGraph.from_block(block), time_of, sim) < base:
@@ -235,6 +249,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         spans: Spans,
         weights: dict[int, float],
         time_of: OpCost,
+        offered: Available,
     ) -> tuple[TokenPlan, list[list[Operation]]] | None:
         """The token plan (part count) that saves the most phased-simulation time over the
         unpartitioned ranges (None: none saves any); with `parts`, that count or an error."""
@@ -249,7 +264,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
         for n in counts:
             try:
-                plan = plan_layer(graph, layer, n, spans, weights)
+                plan = plan_layer(graph, layer, n, spans, weights, offered)
             except PartitionError as exc:
                 if forced:
                     raise PassFailedException(f"{self.name}: {exc}") from None
@@ -394,36 +409,27 @@ def _restore(block: Block, saved: list[Operation]) -> None:
 
 
 def _token_spans(
-    graph: DataflowGraph,
-    layer: TokenLayer,
-    prev: tuple[Operation, Operation | None] | None,
-    next_gate: Operation | None,
-    time_of: OpCost,
+    graph: DataflowGraph, layers: Sequence[TokenLayer | None], t: int, time_of: OpCost
 ) -> Spans:
-    """The nodes a layer's token plan may extend over (`prev`: the last forward op and
-    the first backward op of the previous layer's applied plan).
+    """The nodes layer t's token plan may extend over (all layers found in one graph).
 
-    Forward: before the gate, from the previous plan's end; after the combine, up to the
-    end of the forward (the first op with a non-forward role, or the layer's backward)
-    or, when another MoE layer follows, up to the middle (by time) of the ops between
-    this combine and that gate. Backward (in program order the later layer's backward
-    comes first): before the combine's gradient, from the middle of the ops after the
-    next MoE layer's backward (else from the end of the forward); after the dispatch's
-    gradient, up to the previous plan's backward (else up to the first weight update)."""
+    Forward: before the gate, from where the previous MoE layer's span after its combine
+    ends (else from the start); after the combine, up to the middle (by time) of the ops
+    between it and the next MoE layer's gate, or for the last one up to the end of the
+    forward (the first op with a non-forward role, or the layer's backward). Backward (in
+    program order the later layer's backward comes first): before the combine's gradient,
+    from the middle of the ops after the next MoE layer's backward (else from the end of
+    the forward); after the dispatch's gradient, up to the middle of the ops before the
+    previous MoE layer's backward (else up to the first op that is no gradient)."""
+    layer = layers[t]
+    assert layer is not None
     n_ops = len(graph.ops)
-    lo = graph.index[prev[0]] + 1 if prev is not None and prev[0] in graph.index else 0
-    before = range(lo, layer.gate)
+    prev = next((x for x in reversed(layers[:t]) if x is not None), None)
+    nxt = next((x for x in layers[t + 1 :] if x is not None), None)
     fwd_end = _first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), "fwd")
-    nxt: TokenLayer | None = None
-    end = fwd_end
-    if next_gate is not None and next_gate in graph.index:
-        stop = min(fwd_end, graph.index[next_gate])
-        end = _middle(graph, layer.combine + 1, stop, time_of)
-        try:
-            nxt = find_layer(graph, graph.index[next_gate])
-        except PartitionError:
-            nxt = None
-    after = range(layer.combine + 1, end)
+    lo = _forward_split(graph, prev, layer, time_of) if prev is not None else 0
+    end = _forward_split(graph, layer, nxt, time_of) if nxt is not None else fwd_end
+    before, after = range(lo, layer.gate), range(layer.combine + 1, min(end, fwd_end))
     if layer.bwd is None:
         return Spans(before, after)
     first, last = min(layer.bwd_nodes), max(layer.bwd_nodes)
@@ -431,9 +437,14 @@ def _token_spans(
     if nxt is not None and nxt.bwd is not None and max(nxt.bwd_nodes) < first:
         start = _middle(graph, max(nxt.bwd_nodes) + 1, first, time_of)
     stop = _first_role(graph, last + 1, n_ops, "dx", "dw")
-    if prev is not None and prev[1] is not None and prev[1] in graph.index:
-        stop = min(stop, graph.index[prev[1]])
-    return Spans(before, after, range(max(start, end), first), range(last + 1, stop))
+    if prev is not None and prev.bwd is not None and min(prev.bwd_nodes) > last:
+        stop = min(stop, _middle(graph, last + 1, min(prev.bwd_nodes), time_of))
+    return Spans(before, after, range(max(start, after.stop), first), range(last + 1, stop))
+
+
+def _forward_split(graph: DataflowGraph, a: TokenLayer, b: TokenLayer, time_of: OpCost) -> int:
+    """Where the span after layer a's combine ends and the span before b's gate starts."""
+    return _middle(graph, a.combine + 1, max(a.combine + 1, b.gate), time_of)
 
 
 def _first_role(graph: DataflowGraph, lo: int, hi: int, *roles: str) -> int:
