@@ -48,7 +48,7 @@ LOG = logging.getLogger("lancet_mlir.schedule")
 
 PARTITIONS = ("auto", "none", "dp", "range")
 
-TOKEN_PARTS = (2, 4, 8)
+TOKEN_PARTS = (4, 8)
 """Part counts of the token candidates of `partition=auto` (`moe-partition{axis=token}`):
 each whole MoE layer and the forward around it in n token parts; the scheduling stages
 then place the parts (the phased emission order of the pass is only a start)."""
@@ -175,7 +175,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     Options:
       heuristic=fifo|dw    initial schedule (default dw)
       partition=auto|dp|range|none  partition stage (default auto: the best scheduled of
-                           none, dp, token-2/4/8 and expert-2/4/8); dp|range: `moe-partition{algo=...}`
+                           none, dp, token-4/8 and expert-2/4/8); dp|range: `moe-partition{algo=...}`
                            on the module first; none: schedule only
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off;
