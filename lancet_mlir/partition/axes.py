@@ -169,13 +169,15 @@ def solve_axes(
     budget: int = _SEARCH_BUDGET,
     cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]] | None = None,
     fixed: Mapping[SSAValue, Slot] | None = None,
+    partial: bool = True,
 ) -> AxisSolution | None:
     """The heaviest region within `candidates` that contains every anchor and that `parts`
     parts can split (`fits_parts` for every op); None when the anchors cannot all join one
     region. Weights default to 1 per op. `cache` may carry the ops' options between calls
     on the same graph. `fixed` pins the slot of values: an op of the region that reads or
     produces one of them must take it with exactly that slot (e.g. a region whose border
-    value is to come out, or go in, split along the token axis)."""
+    value is to come out, or go in, split along the token axis). `partial=False` leaves out
+    ops whose results would be per-part partial sums (weight gradients stay whole)."""
     nodes = sorted(set(candidates) | set(anchors))
     required = set(anchors)
     groups = [1]
@@ -194,7 +196,9 @@ def solve_axes(
         i: [
             o
             for o, blocks in cache[(i, tuple(groups))]
-            if fits_parts(blocks, parts) and _keeps_fixed(graph.ops[i], o, fixed)
+            if fits_parts(blocks, parts)
+            and _keeps_fixed(graph.ops[i], o, fixed)
+            and (partial or PARTIAL not in o[1])
         ]
         for i in nodes
     }

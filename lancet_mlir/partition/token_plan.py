@@ -134,10 +134,11 @@ def plan_layer(
         dy = g[b.combine_dx].operands[0]
         grads = [g[b.dispatch_dx].results[0], g[b.gate_dx].results[0]]
         pins_before: dict[SSAValue, tuple[int, int]] = {dy: TOKEN_AXIS}
-        solved.append(_region(graph, spans.bwd_before, [dy], pins_before, n, weights))
+        # weight gradients stay whole there: n partial sums of each cost more than they hide
+        solved.append(_region(graph, spans.bwd_before, [dy], pins_before, n, weights, (), False))
         readers = sorted({r for v in grads for r in _readers(graph, v, spans.bwd_after)})
         pins_after: dict[SSAValue, tuple[int, int]] = {v: TOKEN_AXIS for v in grads}
-        solved.append(_region(graph, spans.bwd_after, [], pins_after, n, weights, readers))
+        solved.append(_region(graph, spans.bwd_after, [], pins_after, n, weights, readers, False))
     else:
         solved += [None, None]
     built: list[PartitionedRegion | None] = [None] * 4
@@ -201,6 +202,7 @@ def _region(
     n: int,
     weights: Mapping[int, float],
     anchors: Sequence[int] = (),
+    partial: bool = True,
 ) -> AxisSolution | None:
     """The heaviest region within `nodes` with `fixed` values on the token axis that
     contains the producers of `produced` (and `anchors`), or None."""
@@ -215,7 +217,9 @@ def _region(
         need.append(ref[0])
     if not need:
         return None
-    return solve_axes(graph, nodes, sorted(set(need)), weights, parts=n, fixed=fixed)
+    return solve_axes(
+        graph, nodes, sorted(set(need)), weights, parts=n, fixed=fixed, partial=partial
+    )
 
 
 def simulate_plan(
