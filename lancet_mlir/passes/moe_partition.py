@@ -109,6 +109,18 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                      layer that cannot be split so fails the pass with the reason; else
                      such a layer is left as it is and the part count 2..max-parts that
                      the phased simulation rates best (if better than none) is kept
+      extend=none|forward|all
+                     with axis=token, the regions around each layer that are split along
+                     the tokens too (any op whose registry rule allows it: attention,
+                     layer norms, the dense FFN, ...): none = the MoE layer's own ops;
+                     forward (default) = also before its gate (from the middle of the way
+                     from the previous MoE layer) and after its combine (to the middle of
+                     the way to the next one), so part k's all-to-alls overlap part k±1's
+                     attention and FFN and consecutive layers hand parts on; all = also
+                     the backward around the layer's gradients, reading the forward's
+                     parts (weight gradients stay whole: as n partial sums they cost
+                     more); on the headline models the splits and concatenations at those
+                     borders cost more than they hide
     and the cost options of every costing pass (device, cluster, profile, comm-table,
     gpus-per-node, network-gbps, comm-streams, overlap-slowdown; see `CostOptions`), over
     the module's `lancet.*` attributes. The phased simulation uses one communication
