@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from helpers import parse
+from test_runtime_mpi import mpirun
 
 from lancet_mlir.runtime.compare import compare_modules
-from test_runtime_mpi import mpirun
 
 M = 4  # hidden size
 
