@@ -16,6 +16,7 @@ from helpers import parse, run_tool
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.graph.rewrite import fuse_collectives
+from lancet_mlir.passes.scheduling import fusion_hooks
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.profile.keys import op_key
 from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
@@ -128,6 +129,24 @@ builtin.module attributes {lancet.world_size = 8 : i64} {
     model = model_with(tmp_path)
     assert model.op_time_us(mixed) == pytest.approx(120 + 700 * (MIB4 * 0.875 - 1e6) / 7e6)
     assert model.op_time_us(same) == pytest.approx(120 + 700 * (2**20 - 1e6) / 7e6)
+
+
+def test_fusion_prices_a_group_at_its_filled_bytes(tmp_path: Path) -> None:
+    """The fusion stage's price of a group (`fusion_hooks`) is the fused op's: all_to_allv
+    data operands first (their bytes are the payload), fills weighted by bytes."""
+    text = """
+builtin.module attributes {lancet.world_size = 8 : i64} {
+  func.func @f(%d: tensor<8x1024x128xf32>, %e: tensor<8x512x128xf32>, %n: tensor<8xi64>) {
+    %v, %vn = comm.all_to_allv %d, %n {lancet.fill = 0.25 : f64} : (tensor<8x1024x128xf32>, tensor<8xi64>) -> (tensor<8x1024x128xf32>, tensor<8xi64>)
+    %w, %wn = comm.all_to_allv %e, %n : (tensor<8x512x128xf32>, tensor<8xi64>) -> (tensor<8x512x128xf32>, tensor<8xi64>)
+    func.return
+  }
+}
+"""
+    graph = graph_of(text)
+    hooks = fusion_hooks(graph, model_with(tmp_path))
+    # 4 MiB at fill 0.25 + 2 MiB at fill 1 = 3 MiB on the all_to_all table
+    assert hooks.fused_time([0, 1]) == pytest.approx(60 + 350 * (3 * 2**20 - 1e6) / 7e6)
 
 
 @pytest.mark.parametrize(
