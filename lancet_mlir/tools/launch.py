@@ -10,16 +10,31 @@ ended), and only then hand over to the tool's `main`, which handles later interr
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
 
 def _launch(tool: str, module: str) -> NoReturn:
+    interrupted = False
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    # remember the interrupt itself: code run by the import may catch the KeyboardInterrupt
+    # and raise something else (seen once under load: a traceback instead of the one line)
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         main: Callable[[], None] = importlib.import_module(module).main
-    except KeyboardInterrupt:
-        _interrupted(tool)
+    except BaseException:
+        if interrupted:
+            _interrupted(tool)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     main()
     raise SystemExit(0)  # main() always exits; this keeps the type checker honest
 

@@ -29,9 +29,13 @@ GOOD = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 BAD_CHUNK = '%y = "test.op"(%z) : (tensor<8xf32>) -> tensor<8xf32>\n'  # %z is never defined
 
 
-def run_main(main: Callable[[Sequence[str]], None], argv: Sequence[str],
-             capsys: pytest.CaptureFixture[str], stdin: bytes | None = None,
-             monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
+def run_main(
+    main: Callable[[Sequence[str]], None],
+    argv: Sequence[str],
+    capsys: pytest.CaptureFixture[str],
+    stdin: bytes | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of a tool's main run in-process."""
     if stdin is not None:
         assert monkeypatch is not None
@@ -55,6 +59,7 @@ def test_outputs_of_a_failed_run_leave_every_old_file(tmp_path: Path) -> None:
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("old a")
     b.write_text("old b")
+
     def run() -> None:
         with OutputSet():
             write_atomic(a, "new a")
@@ -70,6 +75,7 @@ def test_outputs_of_a_failed_run_leave_every_old_file(tmp_path: Path) -> None:
 
 def test_ctrl_c_discards_staged_outputs(tmp_path: Path) -> None:
     a = tmp_path / "a.txt"
+
     def run() -> None:
         with OutputSet():
             write_atomic(a, "new")
@@ -80,7 +86,9 @@ def test_ctrl_c_discards_staged_outputs(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_commit_renames_the_primary_output_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commit_renames_the_primary_output_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     renamed: list[str] = []
     real_replace = os.replace
 
@@ -142,8 +150,13 @@ def test_split_input_file_failure_in_a_later_chunk_writes_nothing(
 def test_stdin_in_and_stdout_out_round_trip(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, out, err = run_main(opt_main, ["-", "-o", "-", "-p", "lancet-schedule"], capsys,
-                              stdin=GOOD.encode(), monkeypatch=monkeypatch)
+    code, out, err = run_main(
+        opt_main,
+        ["-", "-o", "-", "-p", "lancet-schedule"],
+        capsys,
+        stdin=GOOD.encode(),
+        monkeypatch=monkeypatch,
+    )
     assert (code, err) == (0, "")
     module = parse(out)  # the printed IR parses back
     assert [op.name for op in module.walk()][-2:] == ["comm.allreduce", "func.return"]
@@ -152,8 +165,11 @@ def test_stdin_in_and_stdout_out_round_trip(
 def test_report_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.mlir"
     src.write_text(GOOD)
-    code, out, err = run_main(opt_main, [str(src), "--world-size", "2", "--report", "-",
-                                         "-o", str(tmp_path / "o.mlir")], capsys)
+    code, out, err = run_main(
+        opt_main,
+        [str(src), "--world-size", "2", "--report", "-", "-o", str(tmp_path / "o.mlir")],
+        capsys,
+    )
     assert (code, err) == (0, "")
     report = json.loads(out)
     assert report["num_collectives"] == 1
@@ -161,7 +177,9 @@ def test_report_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert parse((tmp_path / "o.mlir").read_text()) is not None
 
 
-def test_two_outputs_on_stdout_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_outputs_on_stdout_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "m.mlir"
     src.write_text(GOOD)
     code, out, err = run_main(opt_main, [str(src), "--report", "-"], capsys)
@@ -171,7 +189,9 @@ def test_two_outputs_on_stdout_are_refused(tmp_path: Path, capsys: pytest.Captur
                    "-o /dev/null)\n")  # fmt: skip
 
 
-def test_output_equal_to_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_equal_to_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "m.mlir"
     src.write_text(GOOD)
     for flag in ("-o", "--report", "--timeline"):
@@ -247,7 +267,10 @@ def test_lancet_model_and_profile_write_stdout_with_dash(
     assert json.loads(out)["entries"]["comp.add:f32[8]"]["mean_us"] == 2.0
     code, _, err = run_main(profile_main, ["merge", str(prof), "-o", str(prof)], capsys)
     assert code == 1
-    assert err == f"lancet-profile: error: -o {prof}: is also an input of this run; refusing to replace it\n"
+    assert (
+        err
+        == f"lancet-profile: error: -o {prof}: is also an input of this run; refusing to replace it\n"
+    )
 
 
 # ---- Ctrl-C while a tool starts ----------------------------------------------------------------
@@ -276,6 +299,35 @@ def test_ctrl_c_during_start_up_is_one_line(tool: str) -> None:
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", f"{name}: error: interrupted\n")
 
 
+def test_interrupt_turned_into_another_error_by_the_import_is_still_one_line() -> None:
+    """Code run by the tool's import may catch the KeyboardInterrupt and raise another
+    error; the launcher remembers the signal itself, so the user still gets the one line."""
+    import subprocess
+
+    code = (
+        "import os, signal, sys, time\n"
+        "class Converting:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'slow_tool':\n"
+        "            try:\n"
+        "                os.kill(os.getpid(), signal.SIGINT)\n"
+        "                time.sleep(5)\n"
+        "            except KeyboardInterrupt:\n"
+        "                raise RuntimeError('import failed') from None\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Converting())\n"
+        "from lancet_mlir.tools.launch import _launch\n"
+        "_launch('lancet-opt', 'slow_tool')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        130,
+        "",
+        "lancet-opt: error: interrupted\n",
+    )
+
+
 def test_interrupt_after_a_broken_import_is_still_one_line() -> None:
     """A Ctrl-C can cut an import of xDSL short and leave it half initialised, so importing
     xDSL again fails with an unrelated error (seen once in CI: a traceback about 'Dialect').
@@ -295,7 +347,11 @@ def test_interrupt_after_a_broken_import_is_still_one_line() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True,
                           text=True, timeout=60)  # fmt: skip
-    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "lancet-opt: error: interrupted\n")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        130,
+        "",
+        "lancet-opt: error: interrupted\n",
+    )
 
 
 def test_absurd_simulated_rank_count_fails_at_once(capsys: pytest.CaptureFixture[str]) -> None:
