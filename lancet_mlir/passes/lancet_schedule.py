@@ -160,7 +160,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     4 and 8 parts (as `tutel-pipeline`);
     stages 1-4 run on each (the search budget split evenly among them) and the candidate
     whose scheduled module simulates fastest (summed over blocks) is kept, the earlier on a
-    tie. The DP costs each MoE layer in isolation, blind to what dW placement hides later,
+    tie; a candidate whose compute alone takes no less than the best schedule so far is not
+    scheduled (it cannot be faster). The DP costs each MoE layer in isolation, blind to what dW placement hides later,
     so its plan can lose to a plain expert split once scheduled; comparing scheduled
     results makes the pipeline never slower than `tutel-pipeline` at those degrees followed
     by the scheduling stages. The result replaces
@@ -213,12 +214,35 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_label, best_us = "none", self._schedule(op, share, "none")
         best: ModuleOp | None = None
         for label, trial in trials:
+            bound_us = self._compute_us(trial)
+            if bound_us >= best_us:
+                # its compute alone takes as long as the best schedule so far: no order of
+                # it can be strictly faster, so it is not scheduled (a tie keeps the earlier)
+                LOG.info(
+                    f"lancet-schedule: partition candidate {label} skipped: its compute "
+                    f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
+                )
+                continue
             makespan_us = self._schedule(trial, share, label)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
         LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
         if best is not None:
             _take_body(op, best)
+
+    def _compute_us(self, op: ModuleOp) -> float:
+        """The summed compute time of `op`'s scheduled blocks: a lower bound of what
+        `_schedule` returns (each block's compute runs one op at a time, never faster under
+        an overlap slowdown)."""
+        cost_model = self.cost_model(op)
+        total_us = 0.0
+        for item in simulated_blocks(op):
+            graph = DataflowGraph.from_block(item.block)
+            if len(graph) < 2:
+                continue
+            times = cost_model.graph_times(graph)
+            total_us += sum(t for t, comm in zip(times, graph.is_comm, strict=True) if not comm)
+        return total_us
 
     def _schedule(self, op: ModuleOp, max_seconds: float, label: str) -> float:
         """Run the scheduling stages on every block of `op`; the sum of the blocks' final
@@ -269,9 +293,13 @@ def _never_worse(
     if final < min(base, fifo_span):
         return result, final
     fallback = fifo if fifo_span < base else identity
-    stage = Stage("never worse: kept " + ("fifo" if fallback is fifo else "input"),
-                  *_measure(problem, fallback))
-    kept = PipelineResult(problem, fallback, [], identity, [*result.stages, stage], result.evaluations)
+    stage = Stage(
+        "never worse: kept " + ("fifo" if fallback is fifo else "input"),
+        *_measure(problem, fallback),
+    )
+    kept = PipelineResult(
+        problem, fallback, [], identity, [*result.stages, stage], result.evaluations
+    )
     return kept, min(base, fifo_span)
 
 
@@ -281,8 +309,10 @@ def _measure(problem, order: list[int]) -> tuple[float, float]:
 
 
 def _stage_line(label: str, stage: Stage) -> str:
-    return (f"lancet-schedule {label}: {stage.name}: makespan {stage.makespan_us:.1f} us, "
-            f"exposed comm {stage.exposed_comm_us:.1f} us")
+    return (
+        f"lancet-schedule {label}: {stage.name}: makespan {stage.makespan_us:.1f} us, "
+        f"exposed comm {stage.exposed_comm_us:.1f} us"
+    )
 
 
 @contextmanager
