@@ -140,6 +140,11 @@ def _readers(graph: DataflowGraph, v: SSAValue) -> list[tuple[int, int]]:
     out = []
     for use in v.uses:
         node = graph.index.get(use.operation)
+        if node is None and use.operation is graph.terminator:
+            raise PartitionError(
+                f"token parts: the block returns {_value_name(v)}, a value of the MoE layer "
+                "that token parts do not rebuild"
+            )
         if node is None:
             raise PartitionError(
                 f"{_value_name(v)} is read inside a nested region: not partitioned by tokens"
