@@ -144,6 +144,36 @@ def test_a_returned_gate_output_is_refused_naming_it() -> None:
     assert to_text(module) == to_text(parse(text))
 
 
+# two forward MoE layers whose ops interleave in program order (gate, gate, dispatch, ...)
+INTERLEAVED = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @moe(%x: tensor<8x8xf32>, %x2: tensor<8x8xf32>, %wg: tensor<8x4xf32>, %w: tensor<2x8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %l = comp.matmul %x, %wg : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %l2 = comp.matmul %x2, %wg : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %c, %dm = comp.moe_gate %l {capacity = 4 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x4xf32>, tensor<8x4x4xf32>)
+    %c2, %dm2 = comp.moe_gate %l2 {capacity = 4 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x4xf32>, tensor<8x4x4xf32>)
+    %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %d2 = comp.moe_dispatch %x2, %dm2 : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %e2 = comm.all_to_all %d2 concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %h = comp.batch_matmul %e, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %h2 = comp.batch_matmul %e2, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %b = comm.all_to_all %h split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %b2 = comm.all_to_all %h2 split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %y = comp.moe_combine %b, %c : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    %y2 = comp.moe_combine %b2, %c2 : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    func.return %y, %y2 : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+"""
+
+
+def test_forced_parts_fail_on_interleaved_layers_naming_the_layer() -> None:
+    # only the first layer's ranges can be cut: forced parts must not leave the second whole
+    with pytest.raises(Exception, match="layer of 'c2' interleaves in program order"):
+        MoePartitionPass(axis="token", parts=2, extend="none").apply(Context(), parse(INTERLEAVED))
+
+
 def names_of(graph: DataflowGraph, nodes: list[int]) -> list[str]:
     return sorted(kernel_name(graph.ops[i]) or "" for i in nodes)
 
