@@ -23,8 +23,9 @@ earlier token. Token parts instead cut the layer's S tokens into n consecutive p
 Windows are full-shape static tensors; an op on windows only (the exchanges, the layout
 ops around them, the expert FFN and its backward) carries `lancet.fill = s_k / S`, the
 share of the rows part k holds, so the cost model charges every part its share of the
-unpartitioned op (the parts together cost what the layer costs). The dispatch / combine
-contractions and their gradients read the part's own [s_k, E, C] routing, which the cost
+unpartitioned op (the parts' compute together costs what the layer's does; each exchange
+part pays the comm table's fixed cost). The dispatch / combine contractions and their
+gradients read the part's own [s_k, E, C] routing, which the cost
 model already sizes by the part, beside a window: they carry no fill, so their window
 side is charged in full per part (conservative: the routing tensor dominates them). Borders: logits, the
 dispatch input and the combine's output gradient are split along their token axis (or
@@ -140,6 +141,11 @@ def _readers(graph: DataflowGraph, v: SSAValue) -> list[tuple[int, int]]:
     out = []
     for use in v.uses:
         node = graph.index.get(use.operation)
+        if node is None and use.operation is graph.terminator:
+            raise PartitionError(
+                f"token parts: the block returns {_value_name(v)}, a value of the MoE layer "
+                "that token parts do not rebuild"
+            )
         if node is None:
             raise PartitionError(
                 f"{_value_name(v)} is read inside a nested region: not partitioned by tokens"

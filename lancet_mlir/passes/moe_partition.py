@@ -238,6 +238,12 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                 continue
             if overlaps(plan[0], taken):  # an input order that interleaves two layers
                 plan[0].discard()
+                if self.parts is not None:
+                    raise PassFailedException(
+                        f"{self.name}: token parts: the MoE layer of "
+                        f"'{node_name(graph, layer.gate)}' interleaves in program order with "
+                        "an earlier one (each layer's ops must form one range)"
+                    )
                 continue
             chosen.append(plan)
             taken += [(r[0], r[-1]) for r in plan[0].ranges()]

@@ -6,7 +6,8 @@ Chrome trace (`chrome_trace`): one complete event (`"ph": "X"`) per op whose dur
 `process_name`), `tid` is the stream: 0 = compute, 1..k = communication streams, named by
 `thread_name` metadata events "compute", "comm 1", ... . `ts`/`dur` are µs, the trace
 format's unit. `name` is the op name plus its first result's name (`comp.matmul %y`); `args`
-hold the op key, the node index, the stream, for collectives the payload bytes, and (from
+hold the op key, the node index, the stream, for collectives the payload bytes (with a
+`lancet.fill` below 1 also `fill` and `filled_bytes`, the bytes the op is costed at), and (from
 lancet-opt) the `time_source` of the op's time (profile/time_source.py).
 Open the file in https://ui.perfetto.dev or chrome://tracing.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categories, save_figure
 from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
 
@@ -67,6 +69,7 @@ def chrome_trace(
     labels = list(names) if names is not None else op_names(graph)
     keys = _op_keys(graph)
     payload = getattr(graph, "payload_bytes", None)
+    ops = getattr(graph, "ops", None)
     events: list[dict] = []
     if process_name is not None:
         events.append(_meta("process_name", pid, 0, process_name))
@@ -84,6 +87,10 @@ def chrome_trace(
             args["op_key"] = keys[i]
         if graph.is_comm[i] and payload is not None:
             args["bytes"] = payload[i]
+            fill = 1.0 if ops is None else op_fill(ops[i])
+            if fill < 1:  # costed at this share of the padded bytes (a token part's window)
+                args["fill"] = fill
+                args["filled_bytes"] = payload[i] * fill
         if sources is not None:
             args["time_source"] = sources[i]
         events.append({

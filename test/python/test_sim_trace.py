@@ -74,6 +74,23 @@ def test_trace_of_ir_block_names_keys_and_bytes() -> None:
     assert len(x_events(merged)) == 4
 
 
+def test_trace_of_a_filled_collective_shows_the_bytes_it_is_costed_at() -> None:
+    module = parse(
+        """
+        func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+          %r = comm.allreduce %x {lancet.fill = 0.25 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+          func.return %r : tensor<64xf32>
+        }
+        """
+    )
+    graph = DataflowGraph.from_block(module.body.block.first_op.body.block)
+    d = [4.0]
+    (event,) = x_events(chrome_trace(graph, d, evaluate_fixed_order(graph, d)))
+    assert event["args"]["bytes"] == 64 * 4  # the padded payload
+    assert event["args"]["fill"] == 0.25
+    assert event["args"]["filled_bytes"] == 64
+
+
 def test_gantt_png_is_written_atomically(tmp_path) -> None:
     g = TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm=[1])
     d = [3.0, 5.0, 2.0, 4.0]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import body_ops, kernel_name, part_of, run_tool, to_text
+from helpers import body_ops, kernel_name, parse, part_of, run_tool, to_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.context import Context
@@ -99,12 +99,83 @@ def test_regions_extend_beyond_the_moe_layer() -> None:
     assert compare_modules(build_gpt2_moe(CFG), module, ranks=2).ok
 
 
+# one forward-only MoE layer on 2 ranks: 8 tokens, 4 experts, capacity 4; RESULTS is what
+# the function returns (the combine's output by default)
+FORWARD_ONLY = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @moe(%x: tensor<8x8xf32>, %wg: tensor<8x4xf32>, %w: tensor<2x8x8xf32>) -> TYPES {
+    %l = comp.matmul %x, %wg : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %c, %dm = comp.moe_gate %l {capacity = 4 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x4xf32>, tensor<8x4x4xf32>)
+    %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %h = comp.batch_matmul %e, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %b = comm.all_to_all %h split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %y = comp.moe_combine %b, %c : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    func.return RESULTS : RTYPES
+  }
+}
+"""
+
+
+def forward_only(results: str = "%y", types: str = "tensor<8x8xf32>") -> str:
+    sig = f"({types})" if "," in types else types
+    return FORWARD_ONLY.replace("RESULTS", results).replace("RTYPES", types).replace("TYPES", sig)
+
+
 def test_forward_only_module() -> None:
-    cfg = dataclasses.replace(CFG)
-    module = build_gpt2_moe(cfg)
-    graph = graph_of(module)
+    graph = graph_of(parse(forward_only()))
     layer = find_layer(graph, token_gates(graph)[0])
-    assert layer.bwd is not None  # the generated model trains; a forward-only one has none
+    assert layer.bwd is None
+    assert names_of(graph, layer.fwd_chain) == ["batch_matmul"]
+    module = parse(forward_only())
+    MoePartitionPass(axis="token", parts=3).apply(Context(), module)
+    assert sum(kernel_name(op) == "moe_gate_window" for op in body_ops(module)) == 3
+    assert compare_modules(parse(forward_only()), module, ranks=2).ok
+
+
+def test_a_returned_gate_output_is_refused_naming_it() -> None:
+    # the gate's combine weights hold window-relative slots per part: nothing rebuilds them
+    text = forward_only("%y, %c", "tensor<8x8xf32>, tensor<8x4x4xf32>")
+    graph = graph_of(parse(text))
+    with pytest.raises(PartitionError, match="the block returns 'c', a value of the MoE layer"):
+        find_layer(graph, token_gates(graph)[0])
+    module = parse(text)
+    MoePartitionPass(axis="token").apply(Context(), module)  # not forced: left as it is
+    assert to_text(module) == to_text(parse(text))
+
+
+# two forward MoE layers whose ops interleave in program order (gate, gate, dispatch, ...)
+INTERLEAVED = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @moe(%x: tensor<8x8xf32>, %x2: tensor<8x8xf32>, %wg: tensor<8x4xf32>, %w: tensor<2x8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %l = comp.matmul %x, %wg : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %l2 = comp.matmul %x2, %wg : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %c, %dm = comp.moe_gate %l {capacity = 4 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x4xf32>, tensor<8x4x4xf32>)
+    %c2, %dm2 = comp.moe_gate %l2 {capacity = 4 : i64} : (tensor<8x4xf32>) -> (tensor<8x4x4xf32>, tensor<8x4x4xf32>)
+    %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %d2 = comp.moe_dispatch %x2, %dm2 : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %e2 = comm.all_to_all %d2 concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %h = comp.batch_matmul %e, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %h2 = comp.batch_matmul %e2, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %b = comm.all_to_all %h split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %b2 = comm.all_to_all %h2 split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %y = comp.moe_combine %b, %c : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    %y2 = comp.moe_combine %b2, %c2 : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    func.return %y, %y2 : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+"""
+
+
+def test_forced_parts_fail_on_interleaved_layers_naming_the_layer() -> None:
+    # only the first layer's ranges can be cut: forced parts must not leave the second whole
+    with pytest.raises(Exception, match="layer of 'c2' interleaves in program order"):
+        MoePartitionPass(axis="token", parts=2, extend="none").apply(Context(), parse(INTERLEAVED))
+
+
+def names_of(graph: DataflowGraph, nodes: list[int]) -> list[str]:
+    return sorted(kernel_name(graph.ops[i]) or "" for i in nodes)
 
 
 def test_too_many_parts_fail_with_one_line() -> None:
