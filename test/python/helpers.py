@@ -11,11 +11,13 @@ from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
 from lancet_mlir.dialects import get_all_dialects
+from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.passes import get_all_passes
 
 BIN = Path(sys.executable).parent
@@ -116,3 +118,25 @@ builtin.module {
 }
 """
 """One row-merging reshape (12x4 -> 6x8) and one row-keeping reshape (12x4 -> 12x2x2) of a value."""
+
+
+def function_graph(module: ModuleOp) -> DataflowGraph:
+    """The dataflow graph of the first function's body."""
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return DataflowGraph.from_block(fn.body.block)
+
+
+def compare_under_mpiexec(tmp_path: Path, before: str, after: str, ranks: int = 4) -> None:
+    """Write the two modules and run `lancet-run --compare` on them under `mpiexec -n
+    ranks`; assert it says they compute the same values."""
+    from lancet_mlir.profile.mpi_util import mpiexec_argv
+
+    (tmp_path / "a.mlir").write_text(before)
+    (tmp_path / "b.mlir").write_text(after)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    argv = [*mpiexec_argv(ranks), sys.executable, "-m", "lancet_mlir.tools.lancet_run",
+            "--compare", "a.mlir", "b.mlir"]  # fmt: skip
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("a.mlir vs b.mlir: same") == 1

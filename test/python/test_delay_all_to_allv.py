@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from helpers import parse, run_pipeline
+from helpers import function_graph, parse, run_pipeline
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.dialects.comm import AllToAllVOp
-from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.passes.delay_all_to_allv import delayed_order
 from lancet_mlir.runtime import compare_modules
 
@@ -46,11 +44,6 @@ builtin.module attributes {{lancet.world_size = 2 : i64}} {{
 """
 
 
-def graph_of(module) -> DataflowGraph:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return DataflowGraph.from_block(fn.body.block)
-
-
 steps_strategy = st.lists(
     st.tuples(st.sampled_from("vga"), st.integers(0, 20), st.integers(0, 20)),
     min_size=1,
@@ -61,7 +54,7 @@ steps_strategy = st.lists(
 @settings(max_examples=40, deadline=None)
 @given(steps_strategy)
 def test_each_all_to_allv_lands_at_its_clamped_target(steps) -> None:
-    graph = graph_of(parse(module_text(steps)))
+    graph = function_graph(parse(module_text(steps)))
     order = delayed_order(graph)
     assert sorted(order) == list(range(len(graph)))
     assert graph.is_topological(order)
@@ -87,7 +80,7 @@ def test_values_are_unchanged() -> None:
     steps = [("v", 0, 0), ("v", 0, 0), ("g", 0, 0), ("a", 1, 2), ("g", 1, 0), ("v", 0, 0)]
     text = module_text(steps)
     moved = run_pipeline(parse(text), "delay-all-to-allv")
-    graph = graph_of(moved)
+    graph = function_graph(moved)
     assert [type(o).__name__ for o in graph.ops][:2] == ["GeluOp", "AllToAllVOp"]
     result = compare_modules(parse(text), moved, ranks=2)
     assert result.ok, result.failures()[:3]

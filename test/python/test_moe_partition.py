@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from helpers import body_ops as body
-from helpers import kernel_name, run_tool, to_text
+from helpers import compare_under_mpiexec, kernel_name, run_tool, to_text
 from helpers import part_of as part
 from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
@@ -31,7 +27,6 @@ from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
 from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim import evaluate_fixed_order
@@ -39,9 +34,6 @@ from lancet_mlir.sim import evaluate_fixed_order
 # layer 1 is MoE; 16 tokens, 4 experts (2 per rank on 2 ranks): switch capacity 4
 CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
                     experts_per_rank=2, vocab=11)  # fmt: skip
-
-
-
 
 
 def partitioned(pass_: MoePartitionPass, cfg: GPT2MoEConfig = CFG):
@@ -195,18 +187,10 @@ def test_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path, n: int) -> No
     # 32 tokens, 8 experts (2 per rank): capacity 4, so 4 parts fit on 4 ranks; 3 parts
     # cut each rank's block of 4 slots 2, 1, 1 (forward and backward)
     cfg = dataclasses.replace(CFG, world_size=4, batch=8)
-    (tmp_path / "a.mlir").write_text(to_text(build_gpt2_moe(cfg)))
     module = partitioned(MoePartitionPass(parts=n), cfg)
     assert {part(op) for op in body(module) if isinstance(op, AllToAllOp)} == set(range(n))
     assert any(part(op) == n - 1 and kernel_name(op) == "batch_matmul_dx" for op in body(module))
-    (tmp_path / "b.mlir").write_text(to_text(module))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    argv = [*mpiexec_argv(4), sys.executable, "-m", "lancet_mlir.tools.lancet_run", "--compare",
-            "a.mlir", "b.mlir"]  # fmt: skip
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.count("a.mlir vs b.mlir: same") == 1
+    compare_under_mpiexec(tmp_path, to_text(build_gpt2_moe(cfg)), to_text(module))
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])

@@ -299,10 +299,18 @@ def test_ctrl_c_during_start_up_is_one_line(tool: str) -> None:
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", f"{name}: error: interrupted\n")
 
 
+def _run_python(code: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `python -c code` with an empty stdin."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr
+
+
 def test_interrupt_turned_into_another_error_by_the_import_is_still_one_line() -> None:
     """Code run by the tool's import may catch the KeyboardInterrupt and raise another
     error; the launcher remembers the signal itself, so the user still gets the one line."""
-    import subprocess
 
     code = (
         "import os, signal, sys, time\n"
@@ -319,20 +327,13 @@ def test_interrupt_turned_into_another_error_by_the_import_is_still_one_line() -
         "from lancet_mlir.tools.launch import _launch\n"
         "_launch('lancet-opt', 'slow_tool')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert (proc.returncode, proc.stdout, proc.stderr) == (
-        130,
-        "",
-        "lancet-opt: error: interrupted\n",
-    )
+    assert _run_python(code) == (130, "", "lancet-opt: error: interrupted\n")
 
 
 def test_interrupt_after_a_broken_import_is_still_one_line() -> None:
     """A Ctrl-C can cut an import of xDSL short and leave it half initialised, so importing
     xDSL again fails with an unrelated error (seen once in CI: a traceback about 'Dialect').
     The launcher's interrupt handler must not import it: here every xDSL import fails."""
-    import subprocess
 
     code = (
         "import sys\n"
@@ -345,13 +346,7 @@ def test_interrupt_after_a_broken_import_is_still_one_line() -> None:
         "from lancet_mlir.tools.launch import _interrupted\n"
         "_interrupted('lancet-opt')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert (proc.returncode, proc.stdout, proc.stderr) == (
-        130,
-        "",
-        "lancet-opt: error: interrupted\n",
-    )
+    assert _run_python(code) == (130, "", "lancet-opt: error: interrupted\n")
 
 
 def test_absurd_simulated_rank_count_fails_at_once(capsys: pytest.CaptureFixture[str]) -> None:

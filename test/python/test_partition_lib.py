@@ -4,11 +4,9 @@ index, reassembly checks, and the chunk rewrite applied through `PartitionRewrit
 from __future__ import annotations
 
 import pytest
-from helpers import RESHAPES, parse
-from xdsl.dialects.func import FuncOp
+from helpers import RESHAPES, function_graph, parse
 
 from lancet_mlir.dialects.comp import kernel_params
-from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
 from lancet_mlir.partition import (
     PartitionError,
@@ -40,13 +38,8 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 """
 
 
-def graph_of(module) -> DataflowGraph:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return DataflowGraph.from_block(fn.body.block)
-
-
 def test_spans_are_keyed_by_node_and_result_index() -> None:
-    graph = graph_of(parse(FWD_BWD))
+    graph = function_graph(parse(FWD_BWD))
     fwd, bwd = plan_expert_spans(graph)
     # nodes: 0 x, 1 y, 2 r, 3 dy, 4 dx, 5 dw, 6 dd
     assert (fwd.entry, fwd.exit, fwd.core, fwd.tail) == (0, 2, [1], [])
@@ -60,7 +53,7 @@ def test_spans_are_keyed_by_node_and_result_index() -> None:
 
 
 def test_value_refs_round_trip() -> None:
-    graph = graph_of(parse(FWD_BWD))
+    graph = function_graph(parse(FWD_BWD))
     dw = graph.ops[5]
     assert value_ref(graph, dw.results[0]) == (5, 0)
     assert value_of(graph, (5, 0)) is dw.results[0]
@@ -68,7 +61,7 @@ def test_value_refs_round_trip() -> None:
 
 
 def test_partition_combos_come_from_the_registry() -> None:
-    graph = graph_of(parse(FWD_BWD))
+    graph = function_graph(parse(FWD_BWD))
     combos = partition_combos(graph.ops[1])  # batch_matmul bmk,bkn->bmn
     assert combos[0] == ((None, None), (None,))
     assert ((1, None), (1,)) in combos
@@ -82,7 +75,7 @@ def test_reassembly_error_names_the_value() -> None:
         "%t = comp.transpose %y {perm = array<i64: 0, 2, 1>} : "
         "(tensor<2x8x8xf32>) -> tensor<2x8x8xf32>\n    func.return %r, %dd, %dw",
     )
-    graph = graph_of(parse(text))
+    graph = function_graph(parse(text))
     spans = plan_expert_spans(graph)
     check_reassembly(graph, spans)  # %y's dim 1 is group x capacity = 8: fine
     spans[0].group = 3  # a layout whose chunks cannot be put back together
@@ -94,18 +87,17 @@ def test_reassembly_error_names_the_value() -> None:
 def test_rewriter_keeps_values(n: int) -> None:
     original = parse(FWD_BWD)
     module = parse(FWD_BWD)
-    graph = graph_of(module)
+    graph = function_graph(module)
     spans = plan_expert_spans(graph)
     PartitionRewriter(graph, n).rewrite(spans)
-    fixed = graph_of(module)
+    fixed = function_graph(module)
     apply_order(fixed, fixed.topo_order())
     module.verify()
     check_dominance(module)
-    parts = [op.attributes.get("lancet.part") for op in graph_of(module).ops]
+    parts = [op.attributes.get("lancet.part") for op in function_graph(module).ops]
     assert sum(p is not None for p in parts) == 7 * n  # 4 a2as, y, dx, dw per chunk
     result = compare_modules(original, module, ranks=2)
     assert result.ok
-
 
 
 @pytest.mark.parametrize(("n", "rows"), [(3, [4, 4, 4]), (5, [3, 3, 2, 2, 2])])
@@ -113,7 +105,7 @@ def test_region_parts_of_reshapes_reshape_their_own_rows(n: int, rows: list[int]
     # 3 parts divide both sides of the merging reshape (12 -> 6 rows); 5 parts leave it
     # out and cut the 12 rows unevenly: each part of a reshape takes its part's shape
     original, module = parse(RESHAPES), parse(RESHAPES)
-    graph = graph_of(module)
+    graph = function_graph(module)
     solution = solve_axes(graph, range(len(graph)), [0], parts=n)
     assert solution is not None
     assert solution.nodes == ([0, 1, 2] if n == 3 else [0, 2])
@@ -122,7 +114,7 @@ def test_region_parts_of_reshapes_reshape_their_own_rows(n: int, rows: list[int]
     apply_region(graph, range(len(graph)), region, order)
     module.verify()
     check_dominance(module)
-    ops = graph_of(module).ops
+    ops = function_graph(module).ops
     split = next(op for op in ops if op.name == "comp.split")
     assert [(shape_of(r) or (0,))[0] for r in split.results] == rows
     parts = [op for op in ops if op.name == "comp.reshape" and "lancet.part" in op.attributes]

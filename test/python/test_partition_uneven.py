@@ -7,14 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from helpers import parse
+from helpers import function_graph, parse
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from xdsl.context import Context
-from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.dialects.comm import AllToAllOp
-from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.partition.axes import solve_axes
 from lancet_mlir.partition.base import part_sizes, shape_of
@@ -64,11 +62,6 @@ builtin.module attributes {{lancet.world_size = 2 : i64}} {{
 """
 
 
-def graph_of(module) -> DataflowGraph:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return DataflowGraph.from_block(fn.body.block)
-
-
 SHAPES = st.tuples(st.integers(1, 2), st.integers(2, 7), st.integers(2, 6), st.integers(2, 4))
 
 
@@ -82,7 +75,7 @@ def test_forced_uneven_parts_keep_the_values(shape: tuple[int, int, int, int], d
     MoePartitionPass(parts=n).apply(Context(), module)
     module.verify()
     check_dominance(module)
-    a2a = [op for op in graph_of(module).ops if isinstance(op, AllToAllOp)]
+    a2a = [op for op in function_graph(module).ops if isinstance(op, AllToAllOp)]
     assert len(a2a) == 2 * n  # the pair, once per part
     # whatever axis was chosen, the parts of each all-to-all add up to the whole buffer
     e, c, m = 2 * experts, capacity, hidden
@@ -100,7 +93,7 @@ def test_template_estimate_equals_the_built_simulation(
 ) -> None:
     capacity = shape[1]
     n = data.draw(st.integers(2, capacity), label="n")
-    graph = graph_of(parse(moe_layer(*shape)))
+    graph = function_graph(parse(moe_layer(*shape)))
     nodes = list(range(len(graph)))
     solution = solve_axes(graph, nodes, [1, 4], parts=n)
     assert solution is not None  # the capacity axis always has room for n parts

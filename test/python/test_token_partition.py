@@ -4,17 +4,21 @@ with the regions before the gate and after the combine (partition/token*.py)."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from helpers import body_ops, kernel_name, parse, part_of, run_tool, to_text
+from helpers import (
+    body_ops,
+    compare_under_mpiexec,
+    function_graph,
+    kernel_name,
+    parse,
+    part_of,
+    run_tool,
+    to_text,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.context import Context
-from xdsl.dialects.func import FuncOp
 
 from lancet_mlir.dialects.comm import AllToAllOp, AllToAllVOp
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -24,7 +28,6 @@ from lancet_mlir.partition.base import PartitionError
 from lancet_mlir.partition.token import find_layer, token_gates
 from lancet_mlir.passes.delay_all_to_allv import DelayAllToAllvPass
 from lancet_mlir.passes.moe_partition import MoePartitionPass
-from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim import evaluate_fixed_order
 
@@ -36,11 +39,6 @@ BIG = GPT2MoEConfig(layers=2, hidden=768, heads=16, seq=512, batch=16, world_siz
                     experts_per_rank=2, vocab=64)  # fmt: skip
 
 
-def graph_of(module) -> DataflowGraph:
-    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return DataflowGraph.from_block(fn.body.block)
-
-
 def token_parts(n: int, cfg: GPT2MoEConfig = CFG):
     module = build_gpt2_moe(cfg)
     MoePartitionPass(axis="token", parts=n).apply(Context(), module)
@@ -50,7 +48,7 @@ def token_parts(n: int, cfg: GPT2MoEConfig = CFG):
 
 
 def test_the_layer_is_found_forward_and_backward() -> None:
-    graph = graph_of(build_gpt2_moe(CFG))
+    graph = function_graph(build_gpt2_moe(CFG))
     (gate,) = token_gates(graph)
     layer = find_layer(graph, gate)
     names = lambda nodes: sorted(kernel_name(graph.ops[i]) or "" for i in nodes)  # noqa: E731
@@ -64,7 +62,7 @@ def test_the_layer_is_found_forward_and_backward() -> None:
 
 
 def test_top2_is_refused_with_the_reason() -> None:
-    graph = graph_of(build_gpt2_moe(dataclasses.replace(CFG, gate="top2")))
+    graph = function_graph(build_gpt2_moe(dataclasses.replace(CFG, gate="top2")))
     with pytest.raises(PartitionError, match="switch gate"):
         find_layer(graph, token_gates(graph)[0])
 
@@ -123,7 +121,7 @@ def forward_only(results: str = "%y", types: str = "tensor<8x8xf32>") -> str:
 
 
 def test_forward_only_module() -> None:
-    graph = graph_of(parse(forward_only()))
+    graph = function_graph(parse(forward_only()))
     layer = find_layer(graph, token_gates(graph)[0])
     assert layer.bwd is None
     assert names_of(graph, layer.fwd_chain) == ["batch_matmul"]
@@ -136,7 +134,7 @@ def test_forward_only_module() -> None:
 def test_a_returned_gate_output_is_refused_naming_it() -> None:
     # the gate's combine weights hold window-relative slots per part: nothing rebuilds them
     text = forward_only("%y, %c", "tensor<8x8xf32>, tensor<8x4x4xf32>")
-    graph = graph_of(parse(text))
+    graph = function_graph(parse(text))
     with pytest.raises(PartitionError, match="the block returns 'c', a value of the MoE layer"):
         find_layer(graph, token_gates(graph)[0])
     module = parse(text)
@@ -203,7 +201,7 @@ def test_never_worse_where_nothing_is_gained() -> None:
 
 
 def _makespan(module, model, sim) -> float:
-    graph = graph_of(module)
+    graph = function_graph(module)
     times = [model.op_time_us(o, 16) for o in graph.ops]
     return evaluate_fixed_order(graph, times, num_comm_streams=sim.num_comm_streams).makespan_us
 
@@ -211,15 +209,7 @@ def _makespan(module, model, sim) -> float:
 @pytest.mark.timeout(300)
 def test_token_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
     cfg = dataclasses.replace(CFG, world_size=4, batch=8)
-    (tmp_path / "a.mlir").write_text(to_text(build_gpt2_moe(cfg)))
-    (tmp_path / "b.mlir").write_text(to_text(token_parts(3, cfg)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    argv = [*mpiexec_argv(4), sys.executable, "-m", "lancet_mlir.tools.lancet_run", "--compare",
-            "a.mlir", "b.mlir"]  # fmt: skip
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.count("a.mlir vs b.mlir: same") == 1
+    compare_under_mpiexec(tmp_path, to_text(build_gpt2_moe(cfg)), to_text(token_parts(3, cfg)))
 
 
 @settings(max_examples=15, deadline=None)
