@@ -177,9 +177,7 @@ def _rebuild_tasks(
             EPILOGUE,
         )  # fmt: skip
     wide_us = {k: time_of(op) for k, op in wide.items()}
-    reshaped = [
-        tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)
-    ]
+    reshaped = [tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)]
     joined = out.add(
         build_kernel_op(
             "concat", [wide[classes[k]].results[0] for k in range(n)], {"axis": axis + 1}, role

@@ -105,11 +105,8 @@ class RegionBuilder:
         solution: AxisSolution,
         n: int,
         available: Available,
-        takers: frozenset[Operation] = frozenset(),
     ):
         self.available = available
-        self.takers = takers
-        """Ops outside the region that will read its results' parts (no rebuild for them)."""
         self.graph = graph
         self.options = solution.options
         self.out = PartitionedRegion(solution.nodes, n)
@@ -125,13 +122,7 @@ class RegionBuilder:
                 self.copy(i, k)
         for i in self.out.nodes:
             for j, res in enumerate(self.graph.ops[i].results):
-                readers = [u.operation for u in res.uses if u.operation not in self.originals]
-                if readers and all(r in self.takers for r in readers):
-                    slot = self.options[i][1][j]
-                    if isinstance(slot, tuple):  # the takers read the parts themselves
-                        self.out.chunks[(i, j)] = (slot, self.parts(i, j))
-                        continue
-                if readers:
+                if any(use.operation not in self.originals for use in res.uses):
                     first = len(self.out.ops)
                     self.out.merged[(i, j)] = self._rebuild(i, j)
                     self.out.epilogue += self.out.ops[first:]
@@ -262,18 +253,12 @@ class RegionBuilder:
 
 
 def build_region(
-    graph: DataflowGraph,
-    solution: AxisSolution,
-    n: int,
-    available: Available | None = None,
-    takers: frozenset[Operation] = frozenset(),
+    graph: DataflowGraph, solution: AxisSolution, n: int, available: Available | None = None
 ) -> PartitionedRegion:
     """The region of `solution` split into `n` parts, as detached ops (see module doc).
     Operands in `available` with the wanted chunking and n reuse those parts instead of
-    being split again (a backward region reading a forward region's activations). A split
-    result read outside the region only by `takers` (ops that will be rewritten to read
-    its parts) is not rebuilt; its parts are in `chunks`."""
-    return RegionBuilder(graph, solution, n, available or {}, takers).build()
+    being split again (a backward region reading a forward region's activations)."""
+    return RegionBuilder(graph, solution, n, available or {}).build()
 
 
 def record_parts(region: PartitionedRegion, available: Available) -> None:

@@ -348,12 +348,6 @@ class TokenRegions:
     parts: dict[SSAValue, list[SSAValue]] = field(default_factory=dict)
     """Token parts of the layer's border values (inputs split, outputs computed)."""
 
-    def discard(self) -> None:
-        """Erase every new op (none was inserted)."""
-        if self.backward is not None:
-            self.backward.discard()
-        self.forward.discard()
-
 
 class TokenBuilder:
     """Creates the detached ops of one layer split into n token parts (module doc)."""
@@ -364,15 +358,14 @@ class TokenBuilder:
         layer: TokenLayer,
         n: int,
         available: Available,
-        takers: frozenset[Operation] = frozenset(),
     ):
-        self.takers = takers
         if not 2 <= n <= layer.tokens:
             raise PartitionError(f"token parts: {n} parts for {layer.tokens} tokens")
         self.graph = graph
         self.layer = layer
         self.n = n
         self.available = available
+        self.inside = set(layer.fwd_nodes) | set(layer.bwd_nodes)
         self.sizes = part_sizes(layer.tokens, n)
         self.fill = [s / layer.tokens for s in self.sizes]
         self.parts: dict[SSAValue, list[SSAValue]] = {}
@@ -504,13 +497,6 @@ class TokenBuilder:
             self._clone(region, i, k)
 
     # ---- forward ---------------------------------------------------------------------------
-    def build(self) -> TokenRegions:
-        """Create every part (forward, then backward) and the border ops."""
-        self.forward()
-        if self.bwd is not None:
-            self.backward()
-        return self.regions()
-
     def regions(self) -> TokenRegions:
         """What has been built so far."""
         return TokenRegions(self.fwd, self.bwd, self.parts)
@@ -609,12 +595,8 @@ class TokenBuilder:
 
     # ---- borders ---------------------------------------------------------------------------
     def _outside(self, v: SSAValue) -> bool:
-        """True when an op other than the layer's and the takers' reads `v`."""
-        inside = set(self.layer.fwd_nodes) | set(self.layer.bwd_nodes)
-        return any(
-            self.graph.index.get(u.operation) not in inside and u.operation not in self.takers
-            for u in v.uses
-        )
+        """True when an op other than the layer's reads `v`."""
+        return any(self.graph.index.get(u.operation) not in self.inside for u in v.uses)
 
     def _merge_tokens(self, region: PartitionedRegion, nodes: Sequence[int]) -> None:
         for i in nodes:
@@ -641,21 +623,3 @@ class TokenBuilder:
                     region.epilogue.append(add)
                     total = add.results[0]
                 region.merged[(i, j)] = total
-
-
-def build_token_layer(
-    graph: DataflowGraph,
-    layer: TokenLayer,
-    n: int,
-    available: Available | None = None,
-    takers: frozenset[Operation] = frozenset(),
-) -> TokenRegions:
-    """The layer split into `n` token parts, as detached ops (module doc). Border inputs
-    in `available` are taken as parts; outputs read only by `takers` are not rebuilt.
-    Raises PartitionError (one line) when it cannot be; nothing is left behind then."""
-    builder = TokenBuilder(graph, layer, n, available or {}, takers)
-    try:
-        return builder.build()
-    except PartitionError:
-        TokenRegions(builder.fwd, builder.bwd).discard()
-        raise
