@@ -6,7 +6,7 @@
 Lancet's GPT-2 MoE configurations (`lancet_mlir.models.gpt2_moe.PRESETS`, f32, 2 experts per
 rank): 12 layers d=768 batch 16 and 24 layers d=1024 batch 8 on AWS p3dn (V100), 12 layers
 batch 48 and 24 layers batch 24 on p4de (A100), each at 16 and 32 ranks (2 and 4 nodes).
-The testbeds are the `p3dn` and `p4de` cluster presets (`lancet_mlir.profile.clusters`:
+The testbeds are the `p3dn` and `p4de` cluster presets (`lancet_mlir.cost.clusters`:
 device, 8 GPUs per node, inter-node network per GPU).
 
 Per configuration: program order, FIFO (`data-parallel-schedule`), the best Tutel degree
@@ -33,8 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_bench import DEFAULT_OUT, BenchConfig, Pipeline, run_config  # noqa: E402
 
+from lancet_mlir.cost.clusters import get_cluster  # noqa: E402
 from lancet_mlir.models.gpt2_moe import PRESETS  # noqa: E402
-from lancet_mlir.profile.clusters import get_cluster  # noqa: E402
 from lancet_mlir.sim.blocks import BlockResult  # noqa: E402
 from lancet_mlir.sim.floor import exposed_comm_floor  # noqa: E402
 from lancet_mlir.support.files import write_atomic  # noqa: E402

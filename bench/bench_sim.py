@@ -24,8 +24,8 @@ from pathlib import Path
 from bench_common import comm_context, timed  # noqa: E402 - next to this script
 from xdsl.parser import Parser
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim import evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule
 from lancet_mlir.sim.trace import chrome_trace

@@ -50,7 +50,7 @@ class Replayer:
     def __init__(self, device_index: int = 0):
         import cupy
 
-        from lancet_mlir.profile.cuda_backend import check_cuda, runtime_module
+        from lancet_mlir.measure.cuda_backend import check_cuda, runtime_module
 
         self.cupy = cupy
         self.rt = runtime_module()
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=10)
     args = p.parse_args(argv)
 
-    from lancet_mlir.profile.cuda_backend import gpu_status
+    from lancet_mlir.measure.cuda_backend import gpu_status
 
     count, reason = gpu_status()
     if count == 0:
@@ -182,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     from xdsl.dialects.builtin import StringAttr
 
     from lancet_mlir.attrs import DEVICE, PROFILE
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
+    from lancet_mlir.cost.devices import device_names
+    from lancet_mlir.cost.profile_db import ProfileDB
     from lancet_mlir.graph.dataflow import DataflowGraph
-    from lancet_mlir.profile.cost_model import CostConfig, CostModel
-    from lancet_mlir.profile.devices import device_names
-    from lancet_mlir.profile.profile_db import ProfileDB
     from lancet_mlir.runtime.executor import select_function
     from lancet_mlir.runtime.loader import load_module
     from lancet_mlir.sim import evaluate_fixed_order

@@ -24,7 +24,7 @@ if ! "$PYTHON" -c "import cupy" 2>/dev/null; then
   echo "gpu_check: CuPy is missing: pip install cupy-cuda13x (the 'gpu' extra)" >&2
   exit 2
 fi
-"$PYTHON" -c "from lancet_mlir.profile.cuda_backend import gpu_status; import sys; n, why = gpu_status(); print(f'gpu_check: {n} CUDA device(s) {why}'); sys.exit(0 if n else 2)"
+"$PYTHON" -c "from lancet_mlir.measure.cuda_backend import gpu_status; import sys; n, why = gpu_status(); print(f'gpu_check: {n} CUDA device(s) {why}'); sys.exit(0 if n else 2)"
 
 mkdir -p "$OUT"
 echo "== model: one MoE layer, hidden $HIDDEN, seq $SEQ, batch $BATCH, world $WORLD"

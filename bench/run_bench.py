@@ -40,15 +40,15 @@ from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
 from lancet_mlir.attrs import CLUSTER, DEVICE
+from lancet_mlir.cost.clusters import cluster_names, get_cluster
+from lancet_mlir.cost.cost_model import CostModel
+from lancet_mlir.cost.settings import module_cost_settings
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.importers.stablehlo import graph_block, import_stablehlo
 from lancet_mlir.models.gpt2_moe import PRESETS, GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.profile.clusters import cluster_names, get_cluster
-from lancet_mlir.profile.cost_model import CostModel
-from lancet_mlir.profile.settings import module_cost_settings
 from lancet_mlir.runtime.loader import make_context
 from lancet_mlir.sim.blocks import BlockResult, simulate_graph
 from lancet_mlir.sim.options import SimOptions
@@ -464,7 +464,7 @@ def write_readme(out: Path, payload: dict, plots: Sequence[str]) -> None:
         f"Command: `{meta['command']}`. Simulated with the fixed-order timeline simulator "
         f"({meta['sim']['num_comm_streams']} comm stream, overlap slowdown "
         f"{meta['sim']['overlap_slowdown']}) under each configuration's cost model (roofline "
-        "compute + measured/alpha-beta comm tables, `lancet_mlir.profile.cost_model`). "
+        "compute + measured/alpha-beta comm tables, `lancet_mlir.cost.cost_model`). "
         "Speedups are simulated iteration-time ratios, not measurements. Optimizer time is the "
         "wall time of the pipeline's passes in this process.",
         "",

@@ -6,7 +6,7 @@ state, so `lancet-opt`, plain `xdsl-opt` and any embedding pipeline give the sam
     option (`lancet-schedule{cluster=p3dn}`)  >  module attribute (`lancet.cluster = "p3dn"`)
                                               >  built-in default (h100, 1 stream, no slowdown)
 
-(`lancet_mlir.profile.settings` has the exact layering rule: a cluster given by the options
+(`lancet_mlir.cost.settings` has the exact layering rule: a cluster given by the options
 replaces the module's whole hardware description.) `lancet-opt --device/--cluster/...` only
 set the module attributes, so its output re-runs identically with `xdsl-opt`.
 
@@ -35,9 +35,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.settings import CostSettings, check_names, module_cost_settings
 from lancet_mlir.passes.options import check_int, check_number
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.settings import CostSettings, check_names, module_cost_settings
 from lancet_mlir.sim.options import SimOptions, module_sim_options, resolve_sim_options
 from lancet_mlir.support.errors import UserError
 

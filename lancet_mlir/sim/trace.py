@@ -46,7 +46,7 @@ def _op_keys(graph: GraphLike) -> list[str] | None:
     ops = getattr(graph, "ops", None)
     if ops is None:
         return None
-    from lancet_mlir.profile.keys import op_key
+    from lancet_mlir.cost.keys import op_key
 
     return [op_key(op) for op in ops]
 

@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _devices() -> str:
-    from lancet_mlir.profile.devices import device_names
+    from lancet_mlir.cost.devices import device_names
 
     return ", ".join(device_names())
 
@@ -137,8 +137,8 @@ def _gpu_options(p: argparse.ArgumentParser) -> None:
 
 def _cost_options(p: argparse.ArgumentParser) -> None:
     """The hardware flags of lancet-opt (device, cluster preset, network overrides, tables)."""
-    from lancet_mlir.profile.clusters import cluster_names
-    from lancet_mlir.profile.devices import device_names
+    from lancet_mlir.cost.clusters import cluster_names
+    from lancet_mlir.cost.devices import device_names
 
     p.add_argument("--device", default=None, type=non_empty,
                    help=f"GPU: {', '.join(device_names())} (default: the cluster's, else h100)")
@@ -154,7 +154,7 @@ def _cost_options(p: argparse.ArgumentParser) -> None:
 def _xla_gpu(args: argparse.Namespace) -> str:
     if args.gpu:
         return args.gpu
-    from lancet_mlir.profile.devices import get_device
+    from lancet_mlir.cost.devices import get_device
 
     device = get_device(args.device)
     if device.xla_gpu is None:
@@ -176,7 +176,7 @@ def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     _check_paths(args)
     if args.command == "measure":
-        from lancet_mlir.profile.measure import check_measure_args
+        from lancet_mlir.measure.measure import check_measure_args
 
         check_measure_args(args)
     return args
@@ -198,7 +198,7 @@ def _check_paths(args: argparse.Namespace) -> None:
 # ---- subcommands ---------------------------------------------------------------------------------
 def cmd_measure(args: argparse.Namespace) -> int:
     """Delegate to the measurement back-ends."""
-    from lancet_mlir.profile.measure import measure_command
+    from lancet_mlir.measure.measure import measure_command
 
     return measure_command(args) or 0
 
@@ -207,7 +207,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     """Average this rank's profile with every other rank's and write the result."""
     from mpi4py import MPI
 
-    from lancet_mlir.profile.mpi_sync import load_and_sync, raise_if_any_failed
+    from lancet_mlir.measure.mpi_sync import load_and_sync, raise_if_any_failed
     from lancet_mlir.support.files import commit_outputs
     from lancet_mlir.support.mpi_job import fault_point
 
@@ -228,9 +228,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_from_nccl_tests(args: argparse.Namespace) -> int:
     """Convert nccl-tests logs to our comm-table CSV."""
-    from lancet_mlir.profile.comm_loaders import parse_nccl_tests, table_csv_text
-    from lancet_mlir.profile.comm_model import CommTable
-    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.cost.comm_loaders import parse_nccl_tests, table_csv_text
+    from lancet_mlir.cost.comm_model import CommTable
+    from lancet_mlir.cost.fileio import read_text
 
     table = CommTable()
     for log in args.logs:
@@ -243,13 +243,13 @@ def cmd_from_nccl_tests(args: argparse.Namespace) -> int:
 
 def cmd_from_lancet(args: argparse.Namespace) -> int:
     """Convert a Lancet .profile to our JSON profile."""
-    from lancet_mlir.profile.profile_db import ProfileDB
+    from lancet_mlir.cost.profile_db import ProfileDB
 
     if not args.input.endswith(".profile"):
         raise UserError(f"{args.input}: expected a Lancet .profile file")
     db = ProfileDB.load(args.input)
     if args.device:
-        from lancet_mlir.profile.devices import canonical_device_name
+        from lancet_mlir.cost.devices import canonical_device_name
 
         db.metadata["device"] = canonical_device_name(args.device)  # sm_90 -> h100
     _emit(db.to_json_text(), args.output)
@@ -258,8 +258,8 @@ def cmd_from_lancet(args: argparse.Namespace) -> int:
 
 def cmd_from_lancet_csv(args: argparse.Namespace) -> int:
     """Convert a Lancet supplement CSV (32-bit words, µs) to our comm-table CSV."""
-    from lancet_mlir.profile.comm_loaders import parse_lancet_supplement, table_csv_text
-    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.cost.comm_loaders import parse_lancet_supplement, table_csv_text
+    from lancet_mlir.cost.fileio import read_text
 
     table = parse_lancet_supplement(read_text(args.input), args.kind, args.group_size, args.input)
     comment = f"from Lancet supplement CSV {args.input} (bytes = 4 x size in 32-bit words)"
@@ -269,8 +269,8 @@ def cmd_from_lancet_csv(args: argparse.Namespace) -> int:
 
 def cmd_from_xla(args: argparse.Namespace) -> int:
     """Extract one GPU's collectives from XLA's perf table into our comm-table CSV."""
-    from lancet_mlir.profile.comm_loaders import parse_xla_table, table_csv_text
-    from lancet_mlir.profile.fileio import read_text
+    from lancet_mlir.cost.comm_loaders import parse_xla_table, table_csv_text
+    from lancet_mlir.cost.fileio import read_text
 
     gpu = _xla_gpu(args)
     table = parse_xla_table(read_text(args.input), gpu, args.input)
@@ -284,8 +284,8 @@ def cmd_from_xla(args: argparse.Namespace) -> int:
 
 def cmd_from_xla_matmul(args: argparse.Namespace) -> int:
     """Median matmul time per FLOP count for one GPU from XLA's matmul perf table."""
-    from lancet_mlir.profile.fileio import read_text
-    from lancet_mlir.profile.roofline import MATMUL_TABLE_HEADER, derive_matmul_table
+    from lancet_mlir.cost.fileio import read_text
+    from lancet_mlir.cost.roofline import MATMUL_TABLE_HEADER, derive_matmul_table
 
     gpu = _xla_gpu(args)
     rows = derive_matmul_table(read_text(args.input), gpu, args.input)
@@ -307,7 +307,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     console = Console(soft_wrap=False)
     if args.input.endswith((".json", ".profile")):
-        from lancet_mlir.profile.profile_db import ProfileDB
+        from lancet_mlir.cost.profile_db import ProfileDB
 
         db = ProfileDB.load(args.input)
         items = sorted(db.entries.items())
@@ -325,9 +325,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             meta = ", ".join(f"{k}={v}" for k, v in sorted(db.metadata.items()))
             console.print(f"metadata: {meta}", highlight=False)
         return 0
-    from lancet_mlir.profile.comm_loaders import XLA_HEADER, load_comm_table
-    from lancet_mlir.profile.fileio import read_text
-    from lancet_mlir.profile.roofline import MATMUL_TABLE_HEADER
+    from lancet_mlir.cost.comm_loaders import XLA_HEADER, load_comm_table
+    from lancet_mlir.cost.fileio import read_text
+    from lancet_mlir.cost.roofline import MATMUL_TABLE_HEADER
 
     first = _first_content_line(read_text(args.input))
     if first == ",".join(MATMUL_TABLE_HEADER):
@@ -365,8 +365,8 @@ def _show_matmul_table(args: argparse.Namespace, console: Console) -> int:
 
     from rich.table import Table
 
-    from lancet_mlir.profile.fileio import read_text
-    from lancet_mlir.profile.roofline import parse_matmul_table
+    from lancet_mlir.cost.fileio import read_text
+    from lancet_mlir.cost.roofline import parse_matmul_table
 
     text = read_text(args.input)
     parse_matmul_table(text, args.input)  # validates every row
@@ -385,8 +385,8 @@ def _show_matmul_table(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_collective(args: argparse.Namespace) -> int:
     """Print the modeled time of one collective, and the cost model's notes about it."""
-    from lancet_mlir.profile.comm_model import canonical_kind
-    from lancet_mlir.profile.cost_model import CostConfig, CostModel
+    from lancet_mlir.cost.comm_model import canonical_kind
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
 
     kind = canonical_kind(args.kind)
     if kind is None:
@@ -409,7 +409,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge several profiles into one (count-weighted)."""
-    from lancet_mlir.profile.profile_db import load_profiles
+    from lancet_mlir.cost.profile_db import load_profiles
 
     load_profiles(args.inputs).save(args.output)
     return 0

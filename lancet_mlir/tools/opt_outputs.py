@@ -31,15 +31,15 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.clusters import cluster_names
+from lancet_mlir.cost.devices import device_names
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.passes.costing import CostOptions
-from lancet_mlir.profile.clusters import cluster_names
-from lancet_mlir.profile.devices import device_names
 from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
 if TYPE_CHECKING:
-    from lancet_mlir.profile.cost_model import CostConfig, CostModel
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
     from lancet_mlir.sim.blocks import BlockResult
     from lancet_mlir.sim.options import SimOptions
 
@@ -118,8 +118,8 @@ def _flag_name(dest: str) -> str:
 
 def check_flags(args: argparse.Namespace) -> None:
     """Validate the cost flags' names and numbers (one UserError naming the flag)."""
-    from lancet_mlir.profile.clusters import get_cluster
-    from lancet_mlir.profile.devices import get_device
+    from lancet_mlir.cost.clusters import get_cluster
+    from lancet_mlir.cost.devices import get_device
     from lancet_mlir.sim.options import MAX_COMM_STREAMS
 
     for flag, lookup in (("device", get_device), ("cluster", get_cluster)):
@@ -173,8 +173,8 @@ def set_module_attributes(module: ModuleOp, args: argparse.Namespace) -> None:
     if not given:
         return
     module.attributes.update(given)
-    from lancet_mlir.profile.cost_model import CostModel
-    from lancet_mlir.profile.settings import module_cost_settings
+    from lancet_mlir.cost.cost_model import CostModel
+    from lancet_mlir.cost.settings import module_cost_settings
     from lancet_mlir.sim.options import module_sim_options
 
     CostModel.from_config(module_cost_settings(module).config())
@@ -240,7 +240,7 @@ def after_pipeline(
     Finally, if the passes or the outputs costed ops at 0 for lack of any timing information,
     one summary warning names them on stderr.
     """
-    from lancet_mlir.profile.cost_model import CostModel
+    from lancet_mlir.cost.cost_model import CostModel
 
     costing = report_costing(passes)
     paths = {flag: getattr(args, flag, None) for flag in ("timeline", "report", "gantt")}
@@ -292,7 +292,7 @@ def _checked_slowdown(value: float | None) -> float | None:
 def _timeline_trace(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
     """One trace process per simulated block (pid = its position in module order); each
     event's args name where its time came from (`time_source`)."""
-    from lancet_mlir.profile.time_source import time_source
+    from lancet_mlir.cost.time_source import time_source
     from lancet_mlir.sim.trace import chrome_trace, merge_traces
 
     return merge_traces([
@@ -304,7 +304,7 @@ def _timeline_trace(results: Sequence[BlockResult], cost_model: CostModel) -> di
 
 def _shipped_table(cost_model: CostModel) -> list[str]:
     """The comm table shipped for the device (lancet_mlir/data), if it has one."""
-    from lancet_mlir.profile.fileio import data_path
+    from lancet_mlir.cost.fileio import data_path
 
     name = cost_model.device.comm_table
     return [str(data_path(name))] if name else []
@@ -314,7 +314,7 @@ def _how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
     """The report's account of how it was costed: tool versions, the cost model's input
     files with their content hashes, and per time source how many ops of the function
     bodies took their time from it."""
-    from lancet_mlir.profile.time_source import count_sources
+    from lancet_mlir.cost.time_source import count_sources
     from lancet_mlir.support.provenance import (
         describe_files,
         lancet_mlir_version,

@@ -129,7 +129,7 @@ def function_graph(module: ModuleOp) -> DataflowGraph:
 def compare_under_mpiexec(tmp_path: Path, before: str, after: str, ranks: int = 4) -> None:
     """Write the two modules and run `lancet-run --compare` on them under `mpiexec -n
     ranks`; assert it says they compute the same values."""
-    from lancet_mlir.profile.mpi_util import mpiexec_argv
+    from lancet_mlir.support.mpi_util import mpiexec_argv
 
     (tmp_path / "a.mlir").write_text(before)
     (tmp_path / "b.mlir").write_text(after)

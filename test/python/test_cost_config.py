@@ -20,12 +20,12 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.utils.exceptions import PassFailedException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from lancet_mlir.cost.clusters import CLUSTERS, get_cluster
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.simulate import SimulatePass
-from lancet_mlir.profile.clusters import CLUSTERS, get_cluster
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.tools.lancet_opt import LancetOptMain

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from helpers import parse, run_tool
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
+from lancet_mlir.cost.time_source import time_source
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.graph.rewrite import fuse_collectives
 from lancet_mlir.passes.scheduling import fusion_hooks
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
-from lancet_mlir.profile.time_source import time_source
 from lancet_mlir.support.errors import UserError
 
 # ops 0/1: a 4096^3 bf16 matmul without / with fill 0.25 (far above the 2 us launch floor);

@@ -8,7 +8,7 @@ import re
 
 from helpers import run_tool
 
-from lancet_mlir.profile.devices import device_names
+from lancet_mlir.cost.devices import device_names
 from lancet_mlir.tools import lancet_model, lancet_profile, lancet_run
 
 

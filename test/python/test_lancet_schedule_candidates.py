@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import CostModel
+from lancet_mlir.cost.settings import module_cost_settings
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
-from lancet_mlir.profile.cost_model import CostModel
-from lancet_mlir.profile.settings import module_cost_settings
 from lancet_mlir.sim.blocks import simulate_module
 
 DEGREES = (2, 4, 8)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lancet_mlir"
 LAYERS = [
-    "support", "dialects", "graph", "runtime", "profile", "sim", "optimize", "partition",
+    "support", "dialects", "graph", "runtime", "cost", "measure", "sim", "optimize", "partition",
     "importers", "passes", "models", "tools",
 ]  # fmt: skip
 IMPORT = re.compile(r"^\s*(?:from|import) lancet_mlir\.(\w+)")

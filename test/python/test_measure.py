@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.dialects.kernels import KERNELS
-from lancet_mlir.profile.cuda_backend import gpu_status
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.measure import catalog_ops, measure_module, synthetic_inputs
-from lancet_mlir.profile.mpi_util import mpiexec_argv
-from lancet_mlir.profile.numpy_backend import NumpyBackend
-from lancet_mlir.profile.profile_db import ProfileDB
+from lancet_mlir.measure.cuda_backend import gpu_status
+from lancet_mlir.measure.measure import catalog_ops, measure_module, synthetic_inputs
+from lancet_mlir.measure.numpy_backend import NumpyBackend
 from lancet_mlir.runtime.loader import load_module, parse_module_text
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 BIN = Path(sys.executable).parent
@@ -155,7 +155,7 @@ def test_reference_kernels_with_another_array_namespace_compute_the_same(name: s
     """The cuda back-end passes CuPy as `xp`; checked here with a namespace copied from numpy
     against what the numpy measurement back-end runs."""
     from lancet_mlir.dialects.comp import kernel_params
-    from lancet_mlir.profile.numpy_backend import NumpyBackend
+    from lancet_mlir.measure.numpy_backend import NumpyBackend
     from lancet_mlir.runtime.kernels import run_kernel
 
     other_xp = types.SimpleNamespace(**vars(np))
@@ -188,7 +188,7 @@ def test_cuda_backend_prepare_runs_the_kernel_with_its_array_namespace() -> None
     """CudaBackend.prepare (no GPU needed): inputs go to the device through the back-end's
     namespace, the reference kernel runs with `xp` = that namespace inside its stream, and
     computes what the numpy back-end computes."""
-    from lancet_mlir.profile.cuda_backend import CudaBackend
+    from lancet_mlir.measure.cuda_backend import CudaBackend
 
     entered: list[str] = []
     fake = types.SimpleNamespace(**vars(np))
@@ -224,7 +224,7 @@ def test_cuda_backend_prepare_runs_the_kernel_with_its_array_namespace() -> None
 @pytest.mark.skipif(gpu_status()[0] == 0, reason=f"no CUDA GPU: {gpu_status()[1]}")
 def test_cuda_backend_measures_on_the_gpu() -> None:
     pytest.importorskip("cupy", reason="CuPy (extra 'gpu') is not installed")
-    from lancet_mlir.profile.cuda_backend import CudaBackend
+    from lancet_mlir.measure.cuda_backend import CudaBackend
 
     backend = CudaBackend.for_rank(0)
     module = load_module(str(DATA / "moe_step_w1.mlir")).module

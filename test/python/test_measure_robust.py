@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import BIN, REPO, run_tool
 
-from lancet_mlir.profile.measure import measure_with_stats, round_sizes
-from lancet_mlir.profile.numpy_backend import NumpyBackend
-from lancet_mlir.profile.robust import reject_outliers, robust_summary, round_spread
+from lancet_mlir.measure.measure import measure_with_stats, round_sizes
+from lancet_mlir.measure.numpy_backend import NumpyBackend
+from lancet_mlir.measure.robust import reject_outliers, robust_summary, round_spread
 from lancet_mlir.runtime.loader import parse_module_text
 
 THREE_MATMULS = """func.func @f(%a: tensor<160x160xf32>, %b: tensor<96x96xf32>, %c: tensor<128x128xf32>) -> (tensor<160x160xf32>, tensor<96x96xf32>, tensor<128x128xf32>) {

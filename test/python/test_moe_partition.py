@@ -13,6 +13,9 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.dialects.comp import kernel_params
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -25,9 +28,6 @@ from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import build_region, simulate_range
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim import evaluate_fixed_order
 

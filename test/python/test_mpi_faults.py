@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lancet_mlir.profile.mpi_util import mpiexec_argv
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 MODULE = str(DATA / "collectives_w2.mlir")
@@ -131,7 +131,7 @@ def test_huge_tensors_fail_before_allocating_on_every_rank() -> None:
 
 
 def test_profile_sync_read_fault_on_one_rank(tmp_path: Path) -> None:
-    from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
+    from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
 
     for rank in range(2):
         ProfileDB({"k": ProfileEntry(1.0 + rank)}).save(tmp_path / f"p.{rank}.json")

@@ -249,7 +249,7 @@ def test_lancet_run_save_to_stdout_and_input_protection(
 def test_lancet_model_and_profile_write_stdout_with_dash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
+    from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
     from lancet_mlir.tools.lancet_model import main as model_main
     from lancet_mlir.tools.lancet_profile import main as profile_main
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import run_tool
 
-from lancet_mlir.profile.mpi_util import mpiexec_argv
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry, write_lancet_profile
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry, write_lancet_profile
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profile"
 MATMUL = "comp.matmul;T<64x128xf32>,T<128x256xf32>,|T<64x256xf32>"

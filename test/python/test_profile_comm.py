@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lancet_mlir.profile.comm_loaders import (
+from lancet_mlir.cost.comm_loaders import (
     load_comm_table,
     parse_lancet_supplement,
     parse_nccl_tests,
@@ -16,7 +16,7 @@ from lancet_mlir.profile.comm_loaders import (
     parse_xla_table,
     table_csv_text,
 )
-from lancet_mlir.profile.comm_model import (
+from lancet_mlir.cost.comm_model import (
     AlphaBeta,
     CommModel,
     CommTable,
@@ -25,7 +25,7 @@ from lancet_mlir.profile.comm_model import (
     canonical_kind,
     isotonic_fit,
 )
-from lancet_mlir.profile.fileio import data_path
+from lancet_mlir.cost.fileio import data_path
 from lancet_mlir.tools.errors import UserError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profile"

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from helpers import parse, run_tool
 
-from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.profile.cost_model import (
+from lancet_mlir.cost.cost_model import (
     CostConfig,
     CostModel,
 )
-from lancet_mlir.profile.devices import get_device
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
-from lancet_mlir.profile.roofline import matmul_time_us, roofline_time_us
+from lancet_mlir.cost.devices import get_device
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
+from lancet_mlir.cost.roofline import matmul_time_us, roofline_time_us
+from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.tools.errors import UserError
 
 H100 = get_device("h100")

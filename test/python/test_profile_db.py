@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lancet_mlir.profile.profile_db import (
+from lancet_mlir.cost.profile_db import (
     ProfileDB,
     ProfileEntry,
     average_samples,

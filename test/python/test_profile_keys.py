@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers import parse
 
-from lancet_mlir.profile.keys import key_op_name, op_key, render_signature, render_type
+from lancet_mlir.cost.keys import key_op_name, op_key, render_signature, render_type
 
 MODULE = """
 func.func @f(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>, %s: tensor<f32>, %i: i32,

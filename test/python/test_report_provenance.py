@@ -10,8 +10,8 @@ from pathlib import Path
 
 from helpers import parse, run_tool
 
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.time_source import count_sources, time_source
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.time_source import count_sources, time_source
 
 # one op per source: attribute (time_us), profile (the key in PROFILE), table (h100 ships an
 # allreduce table), roofline (a matmul with FLOPs), zero (an unknown op)

@@ -21,23 +21,23 @@ from xdsl.dialects.builtin import BFloat16Type, ModuleOp, TensorType, f16, f32, 
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.devices import canonical_device_name, get_device
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
+from lancet_mlir.cost.roofline import matmul_time_us
 from lancet_mlir.dialects.comp import build_op
 from lancet_mlir.dialects.kernels import get_kernel
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.profile import measure
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
-from lancet_mlir.profile.devices import canonical_device_name, get_device
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.mpi_util import mpiexec_argv
-from lancet_mlir.profile.numpy_backend import NumpyBackend
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
-from lancet_mlir.profile.roofline import matmul_time_us
+from lancet_mlir.measure import measure
+from lancet_mlir.measure.numpy_backend import NumpyBackend
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.kernels import run_kernel
 from lancet_mlir.runtime.loader import load_module
 from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.trace import chrome_trace
 from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 H100 = get_device("h100")
 BIN = Path(sys.executable).parent
@@ -154,7 +154,7 @@ def test_f64_and_fp8_matmuls_use_the_calibrated_curve() -> None:
 
 
 def test_extrapolation_above_a_pooled_tail_keeps_rising() -> None:
-    from lancet_mlir.profile.comm_model import PiecewiseLinear
+    from lancet_mlir.cost.comm_model import PiecewiseLinear
 
     # 4 MiB measured faster than 2 MiB: pooled to 245, 245; above 4 MiB the curve rose flat
     curve = PiecewiseLinear.fit([(2**20, 100.0), (2**21, 250.0), (2**22, 240.0)])

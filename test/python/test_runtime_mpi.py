@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.executor import select_function
 from lancet_mlir.runtime.loader import load_module
 from lancet_mlir.runtime.results import save_npz
 from lancet_mlir.runtime.values import make_inputs
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 BIN = Path(sys.executable).parent

@@ -25,9 +25,9 @@ from xdsl.passes import PassPipeline
 
 from lancet_mlir.attrs import WORLD_SIZE
 from lancet_mlir.passes import _PASSES, get_all_passes
-from lancet_mlir.profile.mpi_util import mpiexec_argv
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.runtime.loader import load_module, make_context, parse_module_text
+from lancet_mlir.support.mpi_util import mpiexec_argv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 TIMEOUT = 120

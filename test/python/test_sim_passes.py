@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from xdsl.dialects.func import FuncOp
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
-from lancet_mlir.profile.cost_model import CostConfig, CostModel
 from lancet_mlir.sim import TaskGraph
 from lancet_mlir.sim.blocks import simulate_module
 from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule

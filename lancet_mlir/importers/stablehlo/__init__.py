@@ -32,13 +32,14 @@ Input: a module as JAX/XLA print it in generic form, parsed with unregistered op
 
 Layout: `lowering` (one collective -> comm IR), `patterns` (the conversions as xDSL
 `RewritePattern`s), `driver` (`import_stablehlo`, world size, cost annotations, `graph_block`);
-the FLOP/byte formulas live beside the roofline model in `lancet_mlir.profile.hlo_costs`.
+the FLOP/byte formulas live beside the roofline model in `lancet_mlir.cost.hlo_costs`.
 A collective without `replica_groups` and communication ops with no comm spelling
 (`collective_permute`, `collective_broadcast`, `send`, `recv`) are errors, never compute.
 Failures raise `UserError` naming the HLO op; the `import-stablehlo` pass reports them as
 `PassFailedException` (so `--verify-diagnostics` shows them).
 """
 
+from lancet_mlir.cost.hlo_costs import hlo_kind
 from lancet_mlir.importers.stablehlo.driver import (
     BYTES_ATTR,
     FLOPS_ATTR,
@@ -52,7 +53,6 @@ from lancet_mlir.importers.stablehlo.patterns import (
     ConvertAsyncCollective,
     ConvertCollective,
 )
-from lancet_mlir.profile.hlo_costs import hlo_kind
 
 __all__ = [
     "ASYNC_ATTR",

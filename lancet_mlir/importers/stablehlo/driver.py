@@ -20,6 +20,7 @@ from xdsl.ir import Attribute, Block, Operation
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.hlo_costs import HloCostModel, hlo_kind
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
@@ -29,7 +30,6 @@ from lancet_mlir.importers.stablehlo.lowering import (
     replica_groups,
 )
 from lancet_mlir.importers.stablehlo.patterns import ConvertAsyncCollective, ConvertCollective
-from lancet_mlir.profile.hlo_costs import HloCostModel, hlo_kind
 from lancet_mlir.support.errors import UserError
 
 FLOPS_ATTR = attrs.FLOPS

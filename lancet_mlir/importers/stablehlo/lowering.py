@@ -25,6 +25,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.hlo_costs import hlo_attr, hlo_int, hlo_kind, leaf_types
 from lancet_mlir.dialects.comm import (
     AllGatherOp,
     AllReduceOp,
@@ -36,7 +37,6 @@ from lancet_mlir.dialects.comm import (
     ReductionKind,
 )
 from lancet_mlir.graph.dataflow import op_display_name
-from lancet_mlir.profile.hlo_costs import hlo_attr, hlo_int, hlo_kind, leaf_types
 from lancet_mlir.support.errors import UserError
 
 ORIGIN_ATTR = attrs.HLO_OP

@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.hlo_costs import hlo_attr, hlo_kind, leaf_types
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
     COLLECTIVES,
@@ -29,7 +30,6 @@ from lancet_mlir.importers.stablehlo.lowering import (
     rewire,
     verify_comm,
 )
-from lancet_mlir.profile.hlo_costs import hlo_attr, hlo_kind, leaf_types
 from lancet_mlir.support.errors import UserError
 
 ASYNC_ATTR = attrs.HLO_ASYNC

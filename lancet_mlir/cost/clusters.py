@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lancet_mlir.profile.devices import IB_LATENCY_US
+from lancet_mlir.cost.devices import IB_LATENCY_US
 from lancet_mlir.support.errors import UserError
 
 EFA_LATENCY_US = 20.0  # AWS EFA / Ethernet inter-node latency per collective (devices.py doc)

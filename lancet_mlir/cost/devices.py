@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lancet_mlir.profile.comm_model import AlphaBeta, InterNode
+from lancet_mlir.cost.comm_model import AlphaBeta, InterNode
 from lancet_mlir.support.errors import UserError
 
 T = 1e12

@@ -20,9 +20,9 @@ from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Operation
 
 from lancet_mlir import attrs
-from lancet_mlir.profile.clusters import get_cluster
-from lancet_mlir.profile.cost_model import CostConfig
-from lancet_mlir.profile.devices import get_device
+from lancet_mlir.cost.clusters import get_cluster
+from lancet_mlir.cost.cost_model import CostConfig
+from lancet_mlir.cost.devices import get_device
 from lancet_mlir.support.errors import UserError
 
 

@@ -19,8 +19,8 @@ import math
 import os
 import re
 
-from lancet_mlir.profile.comm_model import KINDS, CommTable, canonical_kind
-from lancet_mlir.profile.fileio import read_text, write_atomic
+from lancet_mlir.cost.comm_model import KINDS, CommTable, canonical_kind
+from lancet_mlir.cost.fileio import read_text, write_atomic
 from lancet_mlir.support.errors import UserError
 
 TABLE_HEADER = ("kind", "group_size", "bytes", "time_us")

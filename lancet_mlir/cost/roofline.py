@@ -49,11 +49,11 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
 from xdsl.ir import Attribute, Operation
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.comm_model import PiecewiseLinear
+from lancet_mlir.cost.devices import Device
+from lancet_mlir.cost.fileio import data_path, read_text
 from lancet_mlir.dialects.comm import tensor_bytes
 from lancet_mlir.graph.dataflow import op_display_name
-from lancet_mlir.profile.comm_model import PiecewiseLinear
-from lancet_mlir.profile.devices import Device
-from lancet_mlir.profile.fileio import data_path, read_text
 from lancet_mlir.support.errors import UserError
 
 COMPUTE_EFFICIENCY = 0.75

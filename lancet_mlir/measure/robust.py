@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lancet_mlir.profile.profile_db import ProfileEntry, summarize_samples
+from lancet_mlir.cost.profile_db import ProfileEntry, summarize_samples
 
 OUTLIER_MADS = 3.5
 """Samples beyond this many scaled MADs from the median are outliers."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lancet_mlir.profile.devices import canonical_device_name
-from lancet_mlir.profile.profile_db import ProfileDB, ProfileEntry
+from lancet_mlir.cost.devices import canonical_device_name
+from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.support.errors import AgreedError, UserError
 from lancet_mlir.support.mpi_job import fault_point
 

@@ -47,17 +47,17 @@ from dataclasses import dataclass, replace
 from xdsl.ir import Operation
 
 from lancet_mlir import attrs
+from lancet_mlir.cost.clusters import get_cluster
+from lancet_mlir.cost.comm_loaders import load_comm_table
+from lancet_mlir.cost.comm_model import CommModel, CommTable, InterNode
+from lancet_mlir.cost.devices import Device, canonical_device_name, get_device
+from lancet_mlir.cost.fileio import data_path
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB
+from lancet_mlir.cost.roofline import numeric_attr, op_roofline_us
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.fill import op_fill
-from lancet_mlir.profile.clusters import get_cluster
-from lancet_mlir.profile.comm_loaders import load_comm_table
-from lancet_mlir.profile.comm_model import CommModel, CommTable, InterNode
-from lancet_mlir.profile.devices import Device, canonical_device_name, get_device
-from lancet_mlir.profile.fileio import data_path
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.profile_db import ProfileDB
-from lancet_mlir.profile.roofline import numeric_attr, op_roofline_us
 from lancet_mlir.support.errors import UserError
 
 TIME_ATTR = attrs.TIME_US

@@ -38,9 +38,9 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Operation
 from xdsl.traits import IsTerminator
 
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.profile_db import ProfileDB
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.profile_db import ProfileDB
 from lancet_mlir.support.errors import AgreedError, UserError, one_line
 from lancet_mlir.support.files import commit_outputs
 from lancet_mlir.support.mpi_job import fault_point
@@ -201,7 +201,7 @@ def measure_with_stats(
 
     from threadpoolctl import threadpool_limits
 
-    from lancet_mlir.profile.robust import robust_summary, round_spread
+    from lancet_mlir.measure.robust import robust_summary, round_spread
 
     if iters < 1:
         raise UserError(f"--iters must be >= 1, got {iters}")
@@ -311,7 +311,7 @@ def _time_key(
 
 def check_measure_args(args: argparse.Namespace) -> None:
     """Checks of `measure`'s arguments that need no input (run on every rank under mpiexec)."""
-    from lancet_mlir.profile.mpi_util import under_mpiexec
+    from lancet_mlir.support.mpi_util import under_mpiexec
 
     if under_mpiexec() and args.module == "-":
         raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
@@ -323,9 +323,9 @@ def _load(path: str, world_size: int | None = None) -> ModuleOp:
     from xdsl.dialects import get_all_dialects as xdsl_dialects
     from xdsl.parser import Parser
 
+    from lancet_mlir.cost.fileio import read_text
     from lancet_mlir.dialects import get_all_dialects
     from lancet_mlir.dialects.checks import check_module
-    from lancet_mlir.profile.fileio import read_text
 
     fault_point("read")
     text = read_text(path)  # `-`: stdin, like lancet-run (`lancet-model ... | ... measure -`)
@@ -359,11 +359,11 @@ def _world_size(module: ModuleOp, override: int | None) -> int | None:
 def make_backend(name: str, rank: int = 0) -> Backend:
     """The back-end called `name` ('cpu' or 'cuda'); UserError when it cannot run here."""
     if name == "cpu":
-        from lancet_mlir.profile.numpy_backend import NumpyBackend
+        from lancet_mlir.measure.numpy_backend import NumpyBackend
 
         return NumpyBackend()
     if name == "cuda":
-        from lancet_mlir.profile.cuda_backend import CudaBackend
+        from lancet_mlir.measure.cuda_backend import CudaBackend
 
         return CudaBackend.for_rank(rank)
     raise UserError(f"unknown back-end '{name}' (choices: cpu, cuda)")
@@ -386,7 +386,7 @@ def _notes(cat: OpCatalog, backend: str) -> list[str]:
 
 def measure_command(args: argparse.Namespace) -> int:
     """`lancet-profile measure MODULE --backend cpu|cuda [-o FILE]` (see the module doc)."""
-    from lancet_mlir.profile.mpi_util import under_mpiexec
+    from lancet_mlir.support.mpi_util import under_mpiexec
 
     if under_mpiexec():
         return _measure_mpi(args)
@@ -493,7 +493,7 @@ def _measure_mpi(args: argparse.Namespace) -> int:
 def _write_per_rank(db: ProfileDB, pattern: str, comm: Any) -> int:
     """`-o 'prof.{rank}.json'` under mpiexec: every rank writes its own (unaveraged) profile,
     ready for `lancet-profile sync`."""
-    from lancet_mlir.profile.mpi_sync import raise_if_any_failed
+    from lancet_mlir.measure.mpi_sync import raise_if_any_failed
 
     error = None
     try:
@@ -506,7 +506,7 @@ def _write_per_rank(db: ProfileDB, pattern: str, comm: Any) -> int:
 
 
 def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
-    from lancet_mlir.profile.mpi_sync import raise_if_any_failed, sync_profile
+    from lancet_mlir.measure.mpi_sync import raise_if_any_failed, sync_profile
 
     rank = comm.Get_rank()
     db: ProfileDB | None = None

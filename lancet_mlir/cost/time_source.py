@@ -15,11 +15,11 @@ from collections.abc import Iterable
 
 from xdsl.ir import Operation
 
+from lancet_mlir.cost.cost_model import CostModel, explicit_time_us
+from lancet_mlir.cost.keys import op_key
+from lancet_mlir.cost.roofline import op_roofline_us
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.fill import op_fill
-from lancet_mlir.profile.cost_model import CostModel, explicit_time_us
-from lancet_mlir.profile.keys import op_key
-from lancet_mlir.profile.roofline import op_roofline_us
 
 SOURCES = ("attribute", "profile", "table", "alpha-beta", "roofline", "zero")
 """Every time source, in the cost model's order of priority."""

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lancet_mlir.profile.devices import canonical_device_name
-from lancet_mlir.profile.fileio import read_bytes, read_text, write_atomic
+from lancet_mlir.cost.devices import canonical_device_name
+from lancet_mlir.cost.fileio import read_bytes, read_text, write_atomic
 from lancet_mlir.support.errors import UserError, one_line
 
 FORMAT_NAME = "lancet-profile"
