@@ -1,0 +1,191 @@
+"""Read a PyTorch profiler (Kineto) trace: Chrome-trace JSON, optionally gzip-compressed.
+
+The result is plain data (`RawTrace`): GPU activities, CUDA runtime calls, CPU spans (ATen ops
+and annotations), CUDA sync records and the `ProfilerStep#N` windows. Both schemas are read:
+in the older one a kernel's `External id` equals its correlation id and its `cpu_op` is found by
+time nesting on the launching thread; in the newer one `External id` names the `cpu_op`. Which
+one a trace uses is decided from the data (`RawTrace.schema`). Facts about real traces:
+docs/formats.md "Profiler traces" and reference/trace-notes.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.files import read_bytes
+
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+            "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+"""Chrome-trace categories of GPU activities -> our kinds."""
+CALL_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
+SPAN_CATS = ("cpu_op", "user_annotation", "Operator", "python_function")
+SCHEMA_VERSIONS = (1,)
+"""Kineto `schemaVersion`s this reader knows (absent is accepted too)."""
+_STEP = re.compile(r"ProfilerStep#(\d+)$")
+
+
+@dataclass
+class Activity:
+    """A GPU activity: kernel, memcpy or memset."""
+
+    name: str
+    kind: str
+    ts: float
+    dur: float
+    stream: int
+    corr: int
+    ext: int
+    args: dict[str, Any]
+
+
+@dataclass
+class Call:
+    """A CUDA runtime/driver call on a host thread."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: int
+    corr: int
+
+
+@dataclass
+class Span:
+    """A CPU span: an ATen op (`cpu_op`) or a `user_annotation`."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    tid: int
+    ext: int
+    args: dict[str, Any]
+
+
+@dataclass
+class SyncRecord:
+    """A `cuda_sync` record (newer traces): what a sync call waited on."""
+
+    kind: str
+    corr: int
+    stream: int
+    wait_on_stream: int
+    record_corr: int
+
+
+@dataclass
+class RawTrace:
+    """One rank's trace as plain data, every list sorted by start time."""
+
+    source: str
+    rank: int
+    world_size: int
+    device: str
+    activities: list[Activity]
+    calls: list[Call]
+    spans: list[Span]
+    syncs: list[SyncRecord]
+    steps: list[tuple[int, float, float]]
+    """(N, ts, dur) of every `ProfilerStep#N`, by start."""
+    schema: str = "new"
+    pg_config: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_json(path: str) -> Any:
+    """The JSON document of `path` (gzip recognised by its magic bytes); UserError if bad."""
+    data = read_bytes(path)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise UserError(f"{path}: not valid JSON ({msg}; truncated?)") from None
+
+
+def _int(value: Any, default: int = -1) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def is_kineto(doc: Any) -> bool:
+    """Whether `doc` looks like a Chrome-trace document."""
+    return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
+
+
+def parse_kineto(doc: Any, source: str) -> RawTrace:
+    """The plain-data form of a Kineto document; UserError for anything it cannot read."""
+    if not is_kineto(doc):
+        raise UserError(f"{source}: not a Kineto trace (no 'traceEvents' list)")
+    version = doc.get("schemaVersion")
+    if version is not None and version not in SCHEMA_VERSIONS:
+        raise UserError(f"{source}: unknown Kineto schemaVersion {version!r} (known: "
+                        f"{', '.join(map(str, SCHEMA_VERSIONS))})")
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    rank = _int(dist.get("rank"), 0)
+    world = _int(dist.get("world_size"), 1)
+    pg = dist.get("pg_config") if isinstance(dist.get("pg_config"), list) else []
+    props = doc.get("deviceProperties")
+    device = ""
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        device = str(props[0].get("name", ""))
+    acts: list[Activity] = []
+    calls: list[Call] = []
+    spans: list[Span] = []
+    syncs: list[SyncRecord] = []
+    steps: list[tuple[int, float, float]] = []
+    for e in doc["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
+        if ts is None or dur is None or dur < 0:
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        name = str(e.get("name", ""))
+        if cat in GPU_CATS:
+            acts.append(Activity(name, GPU_CATS[cat], ts, dur, _int(args.get("stream"), _int(e.get("tid"))),
+                                 _int(args.get("correlation")), _int(args.get("External id")), args))
+        elif cat in CALL_CATS:
+            calls.append(Call(name, ts, dur, _int(e.get("tid")), _int(args.get("correlation"))))
+        elif cat in SPAN_CATS:
+            m = _STEP.match(name)
+            if m and cat == "user_annotation" or (m and cat == "cpu_op"):
+                steps.append((int(m.group(1)), ts, dur))
+                continue
+            spans.append(Span(name, str(cat), ts, dur, _int(e.get("tid")),
+                              _int(args.get("External id")), args))
+        elif cat == "cuda_sync":
+            syncs.append(SyncRecord(str(args.get("cuda_sync_kind", name)), _int(args.get("correlation")),
+                                    _int(args.get("stream")), _int(args.get("wait_on_stream")),
+                                    _int(args.get("wait_on_cuda_event_record_corr_id"))))
+    acts.sort(key=lambda a: (a.ts, a.corr))
+    calls.sort(key=lambda c: (c.ts, c.corr))
+    spans.sort(key=lambda s: (s.ts, -s.dur))
+    steps = sorted(set(steps), key=lambda s: (s[1], s[0]))
+    schema = "old" if acts and all(a.ext == a.corr for a in acts if a.ext >= 0) else "new"
+    return RawTrace(source, rank, world, device, acts, calls, spans, syncs, steps, schema, pg)
