@@ -20,6 +20,11 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Comp
 
+    def get_trace() -> Dialect:
+        from lancet_mlir.dialects.trace import Trace
+
+        return Trace
+
     def get_stub(name: str) -> Callable[[], Dialect]:
         def load() -> Dialect:
             from lancet_mlir.dialects.stablehlo_stubs import STUB_DIALECTS
@@ -29,4 +34,4 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
         return load
 
     stubs = {name: get_stub(name) for name in ("sdy", "stablehlo", "mhlo")}
-    return {"comm": get_comm, "comp": get_comp, **stubs}
+    return {"comm": get_comm, "comp": get_comp, "trace": get_trace, **stubs}

@@ -4,10 +4,10 @@ rendezvous collectives, evaluated from durations and dependencies only.
 This is the simulator of imported profiler traces (`importers/traces`), on plain data. A step
 is a max-plus system, so one pass over a topological order evaluates it exactly:
 
-* **host calls** (`HostCall`, one per CUDA runtime call that matters: launches, syncs) run on
-  their thread in measured order. A call starts no earlier than the previous call of the
-  whole host plus the measured distance between their starts, and no earlier than the end of
-  the previous call of its own thread plus the measured CPU gap. A call that blocks (a host
+* **host calls** (`HostCall`, one per CUDA runtime call of a launching thread) run in measured
+  order. A call starts no earlier than the end of the previous call of its own thread plus the
+  measured CPU gap, and no earlier than the previous call of the whole host: its end plus the
+  measured gap if the two did not overlap, else its start plus the measured offset. A call that blocks (a host
   sync, a synchronous copy) ends no earlier than the GPU ops it waits for plus its measured
   return latency. Without blocking, host times are the measured ones.
 * **GPU ops** (`GpuOp`) start no earlier than their launch call's start plus the launch lag,
@@ -58,6 +58,8 @@ class GpuOp:
     """Rendezvous id (index into the replay's rendezvous list) or -1."""
     is_comm: bool = False
     is_copy: bool = False
+    lag_us: float | None = None
+    """Its own launch lag (measured where its stream was idle at launch), else the graph's."""
 
 
 @dataclass
@@ -68,6 +70,10 @@ class RankGraph:
     ops: list[GpuOp]
     lag_us: float = 0.0
     """The launch lag: the least time from a launch call's start to its op's start."""
+    gap_us: float = 0.0
+    """The issue gap: least time between back-to-back ops of one stream."""
+    stream_lag_us: dict[int, float] = field(default_factory=dict)
+    """Per stream, its own launch lag where measured (NCCL streams lag more than compute)."""
 
 
 @dataclass
@@ -157,6 +163,7 @@ def replay(
         owner.extend((r, i) for i in range(len(g.calls) + len(g.ops)))
     thread_prev = [_prev_same(g.calls, lambda c: c.thread) for g in ranks]
     stream_prev = [_prev_same(g.ops, lambda o: o.stream) for g in ranks]
+    lags = [g.stream_lag_us for g in ranks]
     queue = deque(i for i in range(n_nodes) if indeg[i] == 0)
     done = 0
     while queue:
@@ -175,7 +182,11 @@ def replay(
                 c = g.calls[i]
                 t = c.ts
                 if i > 0:
-                    t = cstart[r][i - 1] + (c.ts - g.calls[i - 1].ts)
+                    p = g.calls[i - 1]
+                    if c.ts >= p.ts + p.dur:  # after the previous call ended: the measured gap
+                        t = cend[r][i - 1] + (c.ts - (p.ts + p.dur))
+                    else:  # another thread's call still running: the measured offset
+                        t = cstart[r][i - 1] + (c.ts - p.ts)
                     k = thread_prev[r][i]
                     if k >= 0:
                         q = g.calls[k]
@@ -192,10 +203,13 @@ def replay(
             else:
                 j = i - nc
                 o = g.ops[j]
-                t = cstart[r][o.launch] + g.lag_us if host and o.launch >= 0 else 0.0
+                t = 0.0
+                if host and o.launch >= 0:
+                    lag = o.lag_us if o.lag_us is not None else lags[r].get(o.stream, g.lag_us)
+                    t = cstart[r][o.launch] + lag
                 p = stream_prev[r][j]
-                if p >= 0 and end[r][p] > t:
-                    t = end[r][p]
+                if p >= 0 and end[r][p] + g.gap_us > t:
+                    t = end[r][p] + g.gap_us
                 for d_ in o.deps:
                     if end[r][d_] > t:
                         t = end[r][d_]

@@ -68,3 +68,8 @@ def lancet_profile() -> NoReturn:
 def lancet_run() -> NoReturn:
     """`lancet-run`."""
     _launch("lancet-run", "lancet_mlir.tools.lancet_run")
+
+
+def lancet_trace() -> NoReturn:
+    """`lancet-trace`."""
+    _launch("lancet-trace", "lancet_mlir.tools.lancet_trace")

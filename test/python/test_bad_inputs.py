@@ -15,6 +15,7 @@ MODULES = {
     "lancet-run": "lancet_mlir.tools.lancet_run",
     "lancet-model": "lancet_mlir.tools.lancet_model",
     "lancet-profile": "lancet_mlir.tools.lancet_profile",
+    "lancet-trace": "lancet_mlir.tools.lancet_trace",
 }
 
 

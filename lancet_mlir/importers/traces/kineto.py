@@ -132,6 +132,10 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def is_kineto(doc: Any) -> bool:
     """Whether `doc` looks like a Chrome-trace document."""
     return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
@@ -145,10 +149,11 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
     if version is not None and version not in SCHEMA_VERSIONS:
         raise UserError(f"{source}: unknown Kineto schemaVersion {version!r} (known: "
                         f"{', '.join(map(str, SCHEMA_VERSIONS))})")
-    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    dist = _dict(doc.get("distributedInfo"))
     rank = _int(dist.get("rank"), 0)
     world = _int(dist.get("world_size"), 1)
-    pg = dist.get("pg_config") if isinstance(dist.get("pg_config"), list) else []
+    pg_raw = dist.get("pg_config")
+    pg = [x for x in pg_raw if isinstance(x, dict)] if isinstance(pg_raw, list) else []
     props = doc.get("deviceProperties")
     device = ""
     if isinstance(props, list) and props and isinstance(props[0], dict):
@@ -165,7 +170,7 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         ts, dur = _num(e.get("ts")), _num(e.get("dur"))
         if ts is None or dur is None or dur < 0:
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = _dict(e.get("args"))
         name = str(e.get("name", ""))
         if cat in GPU_CATS:
             acts.append(Activity(name, GPU_CATS[cat], ts, dur, _int(args.get("stream"), _int(e.get("tid"))),

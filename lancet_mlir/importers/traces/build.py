@@ -1,0 +1,166 @@
+"""Build the IR of imported steps: one `func.func @rank<R>` per rank, one op per GPU activity.
+
+Ops appear in launch order (the host's order). Each carries its measured duration
+(`lancet.time_us`), its CUDA stream (`lancet.trace_stream`), launch time and measured start
+(`lancet.launch_us`, `lancet.trace_start_us`, µs from the window's origin), its step, and for
+kernels the launching ATen op and its input shapes when the trace has them. NCCL kernels of the
+four collective kinds become `comm` ops on an i8 payload of the collective's bytes (behind a
+`trace.payload` that joins their dependencies); other NCCL kernels stay `trace.kernel` with
+`lancet.trace_comm`. Dependencies are SSA edges: the previous op of the stream, event waits,
+data dependencies, and for a host sync the awaited ops feed the next op of every stream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    f64,
+    i64,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from lancet_mlir import attrs
+from lancet_mlir.dialects.comm import (
+    AllGatherOp,
+    AllReduceOp,
+    AllToAllOp,
+    GroupsAttr,
+    ReduceScatterOp,
+)
+from lancet_mlir.dialects.trace import KernelOp, PayloadOp, TokenType
+from lancet_mlir.importers.traces.nccl import COMM_DIALECT_KINDS
+from lancet_mlir.importers.traces.step import StepTrace
+
+I8 = IntegerType(8)
+
+
+def _f(x: float) -> FloatAttr:
+    return FloatAttr(round(float(x), 6), f64)
+
+
+def _comm_op(kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SSAValue) -> tuple[Operation, Operation]:
+    """(payload op, collective op) for `kind` moving `nbytes` over `group`."""
+    g = max(1, len(group))
+    per = max(1, math.ceil(max(nbytes, 1) / g))
+    props: dict[str, Attribute | None] = {}
+    if group and len(group) != world:
+        props["groups"] = GroupsAttr([list(group)])
+    if kind == "allreduce":
+        ty = TensorType(I8, [max(nbytes, 1)])
+        payload = PayloadOp.create(operands=[dep], result_types=[ty])
+        return payload, AllReduceOp([payload.results[0]], [ty], props)
+    if kind == "all_to_all":
+        ty = TensorType(I8, [g, per])
+        payload = PayloadOp.create(operands=[dep], result_types=[ty])
+        return payload, AllToAllOp([payload.results[0]], [ty], props)
+    if kind == "allgather":
+        ty_in, ty_out = TensorType(I8, [1, per]), TensorType(I8, [g, per])
+        payload = PayloadOp.create(operands=[dep], result_types=[ty_in])
+        return payload, AllGatherOp([payload.results[0]], [ty_out], props)
+    ty_in, ty_out = TensorType(I8, [g, per]), TensorType(I8, [1, per])
+    payload = PayloadOp.create(operands=[dep], result_types=[ty_in])
+    return payload, ReduceScatterOp([payload.results[0]], [ty_out], props)
+
+
+def _rank_func(st: StepTrace, world: int) -> FuncOp:
+    g = st.graph
+    ops, info = g.ops, st.info
+    order = sorted(range(len(ops)), key=lambda j: (info[j].launch_ts, ops[j].ts, j))
+    # extra dependencies from host syncs: the awaited ops feed the next op of every stream
+    extra: dict[int, list[int]] = {}
+    sync_points = sorted((c.ts + c.dur, c.waits) for c in g.calls if c.waits)
+    if sync_points:
+        by_stream: dict[int, list[int]] = {}
+        for j in order:
+            by_stream.setdefault(ops[j].stream, []).append(j)
+        for t, waits in sync_points:
+            for js in by_stream.values():
+                nxt = next((j for j in js if info[j].launch_ts >= t), None)
+                if nxt is not None:
+                    extra.setdefault(nxt, []).extend(w for w in waits if w != nxt)
+    block = Block()
+    value: dict[int, SSAValue] = {}
+    last: dict[int, int] = {}
+    inv_stream = {k: s for s, k in st.stream_index.items()}
+    token = TokenType()
+    for j in order:
+        o, inf = ops[j], info[j]
+        deps: list[int] = []
+        prev = last.get(o.stream)
+        if prev is not None:
+            deps.append(prev)
+        for d in [*o.deps, *extra.get(j, [])]:
+            if d in value and d not in deps:
+                deps.append(d)
+        last[o.stream] = j
+        operands = [value[d] for d in deps if d in value]
+        props: dict[str, Attribute] = {
+            attrs.TIME_US: _f(o.dur),
+            "lancet.trace_stream": IntegerAttr(inv_stream.get(o.stream, o.stream), i64),
+            "lancet.launch_us": _f(inf.launch_ts),
+            "lancet.trace_start_us": _f(o.ts),
+            "lancet.trace_step": IntegerAttr(inf.step, i64),
+        }
+        if inf.kind == "comm" and inf.comm_kind in COMM_DIALECT_KINDS:
+            if len(operands) == 1:
+                dep = operands[0]
+            else:
+                join = KernelOp.create(operands=operands, result_types=[token],
+                                       attributes={attrs.TIME_US: _f(0.0), "name": StringAttr("join")})
+                block.add_op(join)
+                dep = join.results[0]
+            payload, coll = _comm_op(inf.comm_kind, inf.comm_bytes, inf.group or (), world, dep)
+            payload.attributes[attrs.TIME_US] = _f(0.0)
+            coll.attributes.update(props)
+            coll.attributes["name"] = StringAttr(o.name)
+            block.add_op(payload)
+            block.add_op(coll)
+            value[j] = coll.results[0]
+            continue
+        props["name"] = StringAttr(o.name)
+        props["lancet.trace_kind"] = StringAttr(inf.kind)
+        if inf.kind == "comm":
+            props["lancet.trace_comm"] = StringAttr(inf.comm_kind or "unknown")
+            props["lancet.trace_bytes"] = IntegerAttr(inf.comm_bytes, i64)
+        if inf.cpu_op is not None:
+            props["lancet.aten"] = StringAttr(inf.cpu_op.name)
+            dims = inf.cpu_op.args.get("Input Dims")
+            if dims is not None:
+                props["lancet.input_dims"] = StringAttr(json.dumps(dims, separators=(",", ":")))
+            types = inf.cpu_op.args.get("Input type")
+            if types is not None:
+                props["lancet.input_types"] = StringAttr(json.dumps(types, separators=(",", ":")))
+        op = KernelOp.create(operands=operands, result_types=[token], attributes=props)
+        block.add_op(op)
+        value[j] = op.results[0]
+    block.add_op(ReturnOp())
+    func = FuncOp(f"rank{st.rank}", ((), ()), Region(block))
+    func.attributes.update({
+        "lancet.trace_source": StringAttr(st.source.rsplit("/", 1)[-1]),
+        "lancet.trace_step": IntegerAttr(st.step, i64),
+        "lancet.measured_period_us": _f(st.measured_period_us),
+        "lancet.launch_lag_us": _f(g.lag_us),
+        "lancet.trace_device": StringAttr(st.device),
+        "lancet.data_dependencies": IntegerAttr(st.data_deps, i64),
+    })
+    return func
+
+
+def build_module(steps: list[StepTrace]) -> ModuleOp:
+    """The module of one or several ranks' steps (ranks in rank order)."""
+    world = max([st.world_size for st in steps] + [len(steps)])
+    funcs = [_rank_func(st, world) for st in sorted(steps, key=lambda s: s.rank)]
+    module = ModuleOp(funcs)
+    module.attributes[attrs.WORLD_SIZE] = IntegerAttr(world, i64)
+    module.attributes["lancet.trace_ranks"] = ArrayAttr([IntegerAttr(s.rank, i64) for s in steps])
+    return module

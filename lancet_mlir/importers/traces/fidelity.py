@@ -1,0 +1,143 @@
+"""Cost-model fidelity on a real trace: our estimate of every GPU op against its measurement.
+
+Ops are grouped into classes by the launching ATen op and the kernel name: `gemm` (mm, addmm,
+bmm, matmul, linear, baddbmm; FLOPs from the `cpu_op` Input Dims), `nccl` (the comm table at
+the collective's bytes and group, against the rendezvous wire time when several ranks are
+given, else against the measured duration), `memcpy`/`memset` (bytes over HBM bandwidth), and
+`elementwise` (other kernels: bytes of the input tensors read once and written once). An op
+without shapes has no estimate and keeps its measured duration under `--costs model`. Each
+estimate takes the device's launch floor (`min_kernel_us`). The device preset comes from the
+trace's `deviceProperties` (`report.device_preset`), or `--device`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import prod
+from typing import Any
+
+from lancet_mlir.importers.traces.nccl import dtype_bytes
+from lancet_mlir.importers.traces.report import device_preset, percentile
+from lancet_mlir.importers.traces.step import StepTrace
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm")
+DTYPE_NAMES = {"float": "f32", "double": "f64", "c10::half": "f16", "half": "f16",
+               "c10::bfloat16": "bf16", "bfloat16": "bf16"}
+
+
+def comm_time_fn(steps: list[StepTrace], device: str | None) -> tuple[Callable[[str, int, int], float] | None, str | None]:
+    """(the comm table's time of (kind, bytes, group size), the device preset) for the steps'
+    GPU; (None, None) if the GPU is not one of our presets."""
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
+
+    name = device or next((p for p in (device_preset(s.device) for s in steps) if p), None)
+    if name is None:
+        return None, None
+    model = CostModel.build(CostConfig(device=name))
+    return (lambda kind, nbytes, group: model.comm.time_us(kind, float(nbytes), group)), model.device.name
+
+
+def _tensors(args: dict[str, Any]) -> list[tuple[list[int], str]]:
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    out = []
+    if not isinstance(dims, list):
+        return out
+    for k, d in enumerate(dims):
+        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
+            t = types[k] if isinstance(types, list) and k < len(types) else "float"
+            out.append((d, str(t)))
+    return out
+
+
+def op_class(st: StepTrace, j: int) -> str:
+    """The fidelity class of op `j`."""
+    inf = st.info[j]
+    if inf.kind in ("comm", "memcpy", "memset"):
+        return "nccl" if inf.kind == "comm" else inf.kind
+    aten = inf.cpu_op.name if inf.cpu_op is not None else ""
+    if aten in GEMM_OPS or "gemm" in inf.name.lower():
+        return "gemm"
+    return "elementwise"
+
+
+def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
+    """Our cost model's time of op `j` on `device_name` (None: no shapes to estimate from)."""
+    from lancet_mlir.cost.devices import get_device
+    from lancet_mlir.cost.roofline import matmul_time_us, roofline_time_us
+
+    device = get_device(device_name)
+    inf = st.info[j]
+    cls = op_class(st, j)
+    args = inf.cpu_op.args if inf.cpu_op is not None else {}
+    tensors = _tensors(args)
+    if cls == "gemm":
+        mats = [(d, t) for d, t in tensors if len(d) >= 2]
+        if len(mats) < 2:
+            return None
+        a, b = mats[-2][0], mats[-1][0]
+        batch = prod(a[:-2]) if len(a) > 2 else 1
+        m, k = a[-2], a[-1]
+        n = b[-1] if b[-2] == k else b[-2]
+        flops = 2.0 * batch * m * k * n
+        size = dtype_bytes(mats[-1][1])
+        nbytes = float(size * (batch * m * k + k * n + batch * m * n))
+        dtype = DTYPE_NAMES.get(mats[-1][1].lower(), "f32")
+        t = matmul_time_us(flops, nbytes, dtype, device)
+    elif cls in ("memcpy", "memset"):
+        nb = inf.cpu_op.args.get("bytes") if inf.cpu_op is not None else None
+        total = sum(prod(d) * dtype_bytes(t) for d, t in tensors[:1])
+        if not total and not nb:
+            return None
+        t = roofline_time_us(0.0, float(total or nb or 0), "f32", device)
+    elif cls == "elementwise":
+        if not tensors:
+            return None
+        biggest = max(prod(d) * dtype_bytes(t) for d, t in tensors)
+        total = sum(prod(d) * dtype_bytes(t) for d, t in tensors) + biggest
+        t = roofline_time_us(0.0, float(total), "f32", device)
+    else:
+        return None
+    return max(t, device.min_kernel_us)
+
+
+def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[list[float]], dict]:
+    """Per rank, per op: our estimate where we have one, else the measured duration; and the
+    per-class ratios (estimate / measured: median, p90, count) over the ranks' step-N ops."""
+    _, name = comm_time_fn(steps, device)
+    comm, _ = comm_time_fn(steps, device)
+    if name is None:
+        from lancet_mlir.support.errors import UserError
+
+        raise UserError("--costs model: the trace's GPU ("
+                        + (steps[0].device or "unknown") + ") is not one of our device presets; pass --device")
+    out: list[list[float]] = []
+    ratios: dict[str, list[float]] = {}
+    unmodeled: dict[str, int] = {}
+    for st in steps:
+        row = []
+        target = set(st.target)
+        for j, o in enumerate(st.graph.ops):
+            cls = op_class(st, j)
+            if cls == "nccl":
+                row.append(o.dur)  # the wire part is the comm table's: report.py splits it
+                inf = st.info[j]
+                if comm is not None and inf.comm_kind and inf.comm_bytes and j in target and o.dur > 0:
+                    est = comm(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)
+                    ratios.setdefault("nccl_vs_measured", []).append(est / o.dur)
+                continue
+            est = estimate_us(st, j, name)
+            if est is None:
+                row.append(o.dur)
+                if j in target:
+                    unmodeled[cls] = unmodeled.get(cls, 0) + 1
+                continue
+            row.append(est)
+            if j in target and o.dur > 0:
+                ratios.setdefault(cls, []).append(est / o.dur)
+        out.append(row)
+    classes = {
+        cls: {"count": len(v), "median_ratio": round(percentile(v, 0.5), 4),
+              "p90_ratio": round(percentile(v, 0.9), 4)}
+        for cls, v in sorted(ratios.items())
+    }
+    return out, {"device": name, "classes": classes, "unmodeled": dict(sorted(unmodeled.items()))}

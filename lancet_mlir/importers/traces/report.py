@@ -1,0 +1,334 @@
+"""Replay imported steps and compare with the measurement; couple ranks; what-ifs.
+
+`replay_steps` takes one `StepTrace` per rank and returns the report `lancet-trace replay`
+writes: measured and predicted period, per-op start errors, NCCL overlap, the GPU-only lower
+bound, flags, and with several ranks the rendezvous of every collective (wire time vs waiting,
+the straggler). With one rank, a collective's wire time comes from the comm table (a lower
+bound) and the rest of its measured time is a fixed arrival skew that network what-ifs do not
+scale. docs/user-guide.md "Profiler traces" explains every field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from statistics import median
+
+from lancet_mlir.importers.traces.step import StepTrace
+from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph, Rendezvous, ReplayResult, replay
+from lancet_mlir.support.errors import UserError
+
+IDLE_FLAG_SHARE = 0.10
+"""Flag a step whose GPU sits idle with work queued (nothing explains the wait) for more than
+this share of its period."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """What to change before replaying: all 1.0 / None = the replay itself."""
+
+    network_scale: float = 1.0
+    compute_scale: float = 1.0
+    launch_overhead_us: float | None = None
+
+
+def device_preset(name: str) -> str | None:
+    """Our device preset for a `deviceProperties` name (`Tesla V100-SXM2-32GB` -> v100)."""
+    low = name.lower()
+    for key in ("v100", "a100", "h100", "h200", "b200", "gb200"):
+        if key in low:
+            return key
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by nearest rank of a non-empty list."""
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))
+    return s[k]
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _length(iv: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in iv)
+
+
+def _intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> float:
+    i = j = 0
+    total = 0.0
+    while i < len(x) and j < len(y):
+        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        if b > a:
+            total += b - a
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def comm_overlap(st: StepTrace, start: list[float], end: list[float]) -> float | None:
+    """Share of step N's NCCL time during which some compute kernel runs (None: no NCCL)."""
+    ops = st.graph.ops
+    comm = _union([(start[j], end[j]) for j in st.target if ops[j].is_comm])
+    if not comm:
+        return None
+    comp = _union([(start[j], end[j]) for j in st.target if not ops[j].is_comm and not ops[j].is_copy])
+    total = _length(comm)
+    return _intersect(comm, comp) / total if total > 0 else None
+
+
+def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
+    """Measured time of step N during which no GPU op runs while some op is ready (launched,
+    stream predecessor and dependencies done) but not started: nothing explains the wait."""
+    g = st.graph
+    ops = g.ops
+    last: dict[int, float] = {}
+    waiting: list[tuple[float, float]] = []
+    for j, o in enumerate(ops):
+        ready = last.get(o.stream, 0.0)
+        last[o.stream] = o.ts + o.dur
+        if o.launch >= 0:
+            ready = max(ready, g.calls[o.launch].ts + g.lag_us)
+        for d in o.deps:
+            ready = max(ready, ops[d].ts + ops[d].dur)
+        if st.info[j].step == st.step and o.ts > ready + tol:
+            waiting.append((ready + tol, o.ts))
+    busy = _union([(o.ts, o.ts + o.dur) for o in ops])
+    wait = _union(waiting)
+    return _length(wait) - _intersect(wait, busy)
+
+
+def _period(st: StepTrace, end: list[float], shift: float = 0.0) -> float:
+    last = max(end[j] for j in st.target)
+    if st.prev_last >= 0:
+        return last - end[st.prev_last]
+    return last - (st.step_ts + shift)
+
+
+def _shift(g: RankGraph, dt: float) -> RankGraph:
+    """The graph with every measured time moved by `dt` (a common origin for several ranks)."""
+    if dt == 0.0:
+        return g
+    calls = [replace(c, ts=c.ts + dt) for c in g.calls]
+    ops = [replace(o, ts=o.ts + dt) for o in g.ops]
+    return RankGraph(calls, ops, g.lag_us, g.gap_us, g.stream_lag_us)
+
+
+@dataclass
+class Coupling:
+    """The collectives of several ranks matched into rendezvous."""
+
+    rendezvous: list[Rendezvous]
+    kinds: list[str]
+    offsets_us: list[float]
+
+
+def match_collectives(steps: list[StepTrace], graphs: list[RankGraph]) -> Coupling:
+    """Match every rank's collectives in issue order per (kind, group); the wire time of each is
+    the median rank's end minus the last arrival (measured, after clock offsets)."""
+    per_rank: list[dict[tuple[str, tuple[int, ...]], list[int]]] = []
+    for st, g in zip(steps, graphs, strict=True):
+        seq: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        for j in sorted((j for j, o in enumerate(g.ops) if o.is_comm), key=lambda j: (g.ops[j].ts, j)):
+            inf = st.info[j]
+            seq.setdefault((inf.comm_kind or "?", inf.group or ()), []).append(j)
+        per_rank.append(seq)
+    keys = sorted({k for seq in per_rank for k in seq})
+    groups: list[tuple[str, list[tuple[int, int]]]] = []
+    for key in keys:
+        ranks = [r for r, st in enumerate(steps) if st.rank in key[1]] if key[1] else list(range(len(steps)))
+        counts = {len(per_rank[r].get(key, [])) for r in ranks}
+        if len(counts) != 1:
+            raise UserError(f"ranks disagree on how many {key[0]} collectives the step has "
+                            f"({sorted(counts)}): cannot couple them")
+        n = counts.pop()
+        for k in range(n):
+            groups.append((key[0], [(r, per_rank[r][key][k]) for r in ranks]))
+    # clock offsets: the median over collectives of each rank's end minus the median end
+    dev: list[list[float]] = [[] for _ in steps]
+    for _, members in groups:
+        ends = [graphs[r].ops[j].ts + graphs[r].ops[j].dur for r, j in members]
+        mid = median(ends)
+        for (r, _), e in zip(members, ends, strict=True):
+            dev[r].append(e - mid)
+    offsets = [median(d) if d else 0.0 for d in dev]
+    rdv: list[Rendezvous] = []
+    kinds: list[str] = []
+    for kind, members in sorted(groups, key=lambda g: min(graphs[r].ops[j].ts for r, j in g[1])):
+        arrive = max(graphs[r].ops[j].ts - offsets[r] for r, j in members)
+        end = median(graphs[r].ops[j].ts + graphs[r].ops[j].dur - offsets[r] for r, j in members)
+        shortest = min(graphs[r].ops[j].dur for r, j in members)
+        rdv.append(Rendezvous(members, max(0.0, min(end - arrive, shortest))))
+        kinds.append(kind)
+    return Coupling(rdv, kinds, offsets)
+
+
+def single_rank_wire(st: StepTrace, comm_time: object | None) -> list[float]:
+    """Per op, the wire time of a collective on one rank: the comm table's estimate (a lower
+    bound), at most the measured duration; 0 for other ops or without a table."""
+    out = [0.0] * len(st.graph.ops)
+    if comm_time is None:
+        return out
+    for j, o in enumerate(st.graph.ops):
+        inf = st.info[j]
+        if o.is_comm and inf.comm_kind and inf.comm_bytes > 0:
+            try:
+                t = comm_time(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)  # type: ignore[operator]
+            except Exception:  # noqa: BLE001 - a kind the tables do not know: no estimate
+                continue
+            out[j] = min(o.dur, max(0.0, float(t)))
+    return out
+
+
+def replay_steps(
+    steps: list[StepTrace],
+    what: WhatIf | None = None,
+    comm_time: object | None = None,
+    durations: list[list[float]] | None = None,
+) -> dict:
+    """The replay report of one or several ranks' steps (see the module doc)."""
+    what = what or WhatIf()
+    origin = min(st.origin for st in steps)
+    graphs = [_shift(st.graph, st.origin - origin) for st in steps]
+    if len(steps) > 1:
+        graphs = [RankGraph([replace(c) for c in g.calls], [replace(o, deps=list(o.deps)) for o in g.ops],
+                            g.lag_us, g.gap_us, g.stream_lag_us) for g in graphs]
+    coupling = match_collectives(steps, graphs) if len(steps) > 1 else None
+    base = [[o.dur for o in g.ops] for g in graphs] if durations is None else durations
+    wire1 = [single_rank_wire(st, comm_time) for st in steps] if coupling is None else None
+    durs = []
+    for r, g in enumerate(graphs):
+        row = []
+        for j, o in enumerate(g.ops):
+            d = base[r][j]
+            if o.is_comm:
+                if wire1 is not None:
+                    w = min(wire1[r][j], d)
+                    d = (d - w) + w * what.network_scale
+            else:
+                d *= what.compute_scale
+            row.append(d)
+        durs.append(row)
+    rdv = coupling.rendezvous if coupling else []
+    res = replay(graphs, rdv, durations=durs, launch_overhead_us=what.launch_overhead_us,
+                 wire_scale=what.network_scale)
+    base_res = res
+    if what != WhatIf() or durations is not None:
+        base_res = replay(graphs, rdv)
+    gpu = replay(graphs, rdv, host=False, durations=durs, wire_scale=what.network_scale)
+    ranks = [_rank_report(st, g, res, base_res, gpu, r, st.origin - origin)
+             for r, (st, g) in enumerate(zip(steps, graphs, strict=True))]
+    report: dict = {"ranks": ranks} if len(ranks) > 1 else dict(ranks[0])
+    if len(ranks) > 1:
+        worst = max(ranks, key=lambda x: abs(x["period_error"]))
+        report.update({k: worst[k] for k in ("measured_period_us", "predicted_period_us", "period_error")})
+        report["worst_rank"] = worst["rank"]
+    if coupling is not None:
+        report["collectives"] = _coupling_report(steps, graphs, coupling, res)
+    report["what_if"] = {"network_scale": what.network_scale, "compute_scale": what.compute_scale,
+                         "launch_overhead_us": what.launch_overhead_us}
+    return report
+
+
+def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayResult,
+                 gpu: ReplayResult, r: int, shift: float) -> dict:
+    measured = st.measured_period_us
+    predicted = _period(st, res.end[r], shift)
+    errs = [abs(res.start[r][j] - g.ops[j].ts) for j in st.target]
+    meas_start = [o.ts for o in g.ops]
+    meas_end = [o.ts + o.dur for o in g.ops]
+    flags = []
+    idle = idle_queued_us(st)  # on the unshifted graph: its own times
+    if idle > IDLE_FLAG_SHARE * measured:
+        flags.append(f"gpu_idle_with_work_queued: {idle:.0f} us of the {measured:.0f} us step "
+                     "unexplained by any dependency (CUDA graphs? contention?): the replay cannot "
+                     "explain this step")
+    if st.prev_last >= 0:
+        gpu_period = _period(st, gpu.end[r])
+    else:  # no previous step: from the first op's start (nothing else anchors a GPU-only replay)
+        gpu_period = max(gpu.end[r][j] for j in st.target) - min(gpu.start[r][j] for j in st.target)
+    if gpu_period > measured * 1.0001 + 1.0:
+        flags.append("gpu_only_above_measured: a dependency the measurement violates")
+    if st.period_basis == "window":
+        flags.append("single_step: period measured as the step window (ProfilerStep start to last GPU end)")
+    co_m = comm_overlap(st, meas_start, meas_end)
+    co_p = comm_overlap(st, res.start[r], res.end[r])
+    out = {
+        "source": st.source,
+        "rank": st.rank,
+        "step": st.step,
+        "device": st.device,
+        "schema": st.schema,
+        "period_basis": st.period_basis,
+        "gpu_ops": len(st.target),
+        "measured_period_us": round(measured, 3),
+        "predicted_period_us": round(predicted, 3),
+        "period_error": round((predicted - measured) / measured, 6),
+        "replayed_period_us": round(_period(st, base.end[r], shift), 3),
+        "start_error_p50_us": round(percentile(errs, 0.5), 3),
+        "start_error_p90_us": round(percentile(errs, 0.9), 3),
+        "start_error_p50_pct": round(100 * percentile(errs, 0.5) / measured, 4),
+        "start_error_p90_pct": round(100 * percentile(errs, 0.9) / measured, 4),
+        "comm_overlap_measured": None if co_m is None else round(co_m, 4),
+        "comm_overlap_predicted": None if co_p is None else round(co_p, 4),
+        "gpu_only_period_us": round(gpu_period, 3),
+        "idle_with_work_queued_us": round(idle, 3),
+        "launch_lag_us": g.lag_us,
+        "issue_gap_us": g.gap_us,
+        "event_waits_kept": st.waits_kept,
+        "event_wait_candidates_rejected": st.waits_rejected,
+        "host_syncs": st.syncs_kept,
+        "data_dependencies": st.data_deps,
+        "flags": flags,
+    }
+    if st.notes:
+        out["notes"] = list(st.notes)
+    return out
+
+
+def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Coupling, res: ReplayResult) -> dict:
+    rows = []
+    end_err: list[float] = []
+    late_count = [0] * len(steps)
+    late_wait = [0.0] * len(steps)
+    for k, rd in enumerate(c.rendezvous):
+        arrivals = [(graphs[r].ops[j].ts - c.offsets_us[r], r) for r, j in rd.members]
+        last_t, last_r = max(arrivals)
+        late_count[last_r] += 1
+        waits = {}
+        for (t, r), (_, j) in zip(arrivals, rd.members, strict=True):
+            waits[steps[r].rank] = round(max(0.0, graphs[r].ops[j].dur - rd.wire_us), 3)
+            late_wait[last_r] += max(0.0, last_t - t)
+            end_err.append(abs(res.end[r][j] - (graphs[r].ops[j].ts + graphs[r].ops[j].dur)))
+        rows.append({"kind": c.kinds[k], "wire_us": round(rd.wire_us, 3),
+                     "waiting_us": waits, "last_arrival_rank": steps[last_r].rank})
+    straggler = max(range(len(steps)), key=lambda r: (late_wait[r], late_count[r], -r))
+    wire = sum(rd.wire_us for rd in c.rendezvous)
+    total = sum(g.ops[j].dur for g in graphs for j, o in enumerate(g.ops) if o.is_comm) / len(graphs)
+    return {
+        "count": len(rows),
+        "straggler_rank": steps[straggler].rank,
+        "wire_us_total": round(wire, 3),
+        "nccl_us_per_rank": round(total, 3),
+        "waiting_share": round(1 - wire / total, 4) if total > 0 else None,
+        "end_error_p50_us": round(percentile(end_err, 0.5), 3) if end_err else None,
+        "end_error_p90_us": round(percentile(end_err, 0.9), 3) if end_err else None,
+        "clock_offsets_us": [round(x, 3) for x in c.offsets_us],
+        "per_collective": rows,
+    }
+
+
+__all__ = ["GpuOp", "HostCall", "WhatIf", "replay_steps"]

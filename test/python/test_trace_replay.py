@@ -1,0 +1,128 @@
+"""lancet-trace: hand-written tiny traces with replays computed by hand, the real DLRM traces
+(8 V100 ranks, param's test data) and determinism of the imported module (issue 19)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lancet_mlir.importers.traces import load_steps
+from lancet_mlir.importers.traces.report import WhatIf, replay_steps
+from lancet_mlir.tools import lancet_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def _replay(*names: str, what: WhatIf | None = None) -> dict:
+    return replay_steps(load_steps([str(DATA / n) for n in names]), what)
+
+
+def test_host_bound_step() -> None:
+    # launches at 10, 40, 70 (5 us each), kernels of 10 us start 5 us after their launch:
+    # the host paces the step; the GPU alone would need 3 x 10 us
+    r = _replay("host_bound.json")
+    assert r["measured_period_us"] == 85.0
+    assert r["predicted_period_us"] == 85.0
+    assert r["start_error_p50_us"] == 0.0
+    assert r["gpu_only_period_us"] == 30.0
+    assert r["launch_lag_us"] == 5.0
+
+
+def test_gpu_bound_step() -> None:
+    # three 30 us kernels launched back to back at 10, 12, 14: the stream paces the step;
+    # no op started on an idle stream, so the lag is the default 5 us: 15 + 3 x 30 = 105
+    r = _replay("gpu_bound.json")
+    assert (r["measured_period_us"], r["predicted_period_us"]) == (105.0, 105.0)
+    assert r["gpu_only_period_us"] == 90.0
+
+
+def test_event_wait_across_streams() -> None:
+    # k2 (stream 20, launched at 14) waits for k1 (stream 7, 15..35): it starts at 35, not 19.
+    # k0 (stream 30, launched last before the wait) ends at 116 > 35: rejected as the source
+    r = _replay("event_wait.json")
+    assert r["event_waits_kept"] == 1
+    assert r["event_wait_candidates_rejected"] == 1
+    assert r["predicted_period_us"] == r["measured_period_us"] == 116.0
+    steps = load_steps([str(DATA / "event_wait.json")])
+    ops = steps[0].graph.ops
+    k1, k2 = (next(j for j, o in enumerate(ops) if o.name == n) for n in ("k1", "k2"))
+    assert ops[k2].deps == [k1]
+
+
+def test_host_sync_blocks_the_host() -> None:
+    # the sync (12..67) waits for k1 (15..65) and returns 2 us after it; k2 is launched 3 us
+    # after the sync returns (70) and starts at 75, ends at 85
+    r = _replay("host_sync.json")
+    assert r["host_syncs"] == 1
+    assert r["predicted_period_us"] == 85.0
+    # half the compute: k1 ends at 40, the sync at 42, k2's launch at 45, k2 runs 50..55
+    faster = _replay("host_sync.json", what=WhatIf(compute_scale=0.5))
+    assert faster["predicted_period_us"] == 55.0
+
+
+def test_two_ranks_with_a_straggler() -> None:
+    # rank 0's all-reduce starts at 15, rank 1's at 45 (after its 30 us kernel); both end at 60:
+    # wire = 60 - 45 = 15 us, rank 0 waited 30 us, rank 1 is the straggler
+    r = _replay("two_rank0.json", "two_rank1.json")
+    coll = r["collectives"]
+    assert coll["count"] == 1
+    assert coll["straggler_rank"] == 1
+    row = coll["per_collective"][0]
+    assert row["kind"] == "allreduce"
+    assert row["wire_us"] == 15.0
+    assert row["waiting_us"] == {0: 30.0, 1: 0.0}
+    assert [x["predicted_period_us"] for x in r["ranks"]] == [60.0, 60.0]
+    # a network twice as fast halves the wire time only: both ranks end at 45 + 7.5
+    fast = _replay("two_rank0.json", "two_rank1.json", what=WhatIf(network_scale=0.5))
+    assert [x["predicted_period_us"] for x in fast["ranks"]] == [52.5, 52.5]
+
+
+def test_dlrm_eight_ranks_replay_within_targets() -> None:
+    paths = sorted(str(p) for p in (DATA / "dlrm").glob("worker*.json.gz"))
+    r = replay_steps(load_steps(paths))
+    assert len(r["ranks"]) == 8
+    for rank in r["ranks"]:
+        assert abs(rank["period_error"]) <= 0.01
+        assert rank["start_error_p50_pct"] <= 1.0
+        assert rank["gpu_only_period_us"] <= rank["measured_period_us"]
+    coll = r["collectives"]
+    assert coll["count"] == 8
+    assert coll["end_error_p50_us"] <= 5.0
+    assert 0.9 < coll["waiting_share"] < 1.0  # most NCCL time is waiting for peers
+
+
+def test_dlrm_single_rank_host_model_vs_gpu_only() -> None:
+    r = replay_steps(load_steps([str(DATA / "dlrm" / "worker0.pt.trace.json.gz")]))
+    assert abs(r["period_error"]) <= 0.02
+    assert r["gpu_only_period_us"] < 0.75 * r["measured_period_us"]  # host-paced
+    assert r["comm_overlap_measured"] is not None
+    assert abs(r["comm_overlap_measured"] - r["comm_overlap_predicted"]) <= 0.05
+
+
+def test_import_is_deterministic_and_has_comm_ops(tmp_path: Path) -> None:
+    out1, out2 = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    src = str(DATA / "two_rank1.json")
+    for out in (out1, out2):
+        with pytest.raises(SystemExit) as info:
+            lancet_trace.main(["import", src, "-o", str(out)])
+        assert info.value.code == 0
+    text = out1.read_text()
+    assert text == out2.read_text()
+    assert "comm.allreduce" in text
+    assert "tensor<4096xi8>" in text  # 1024 floats from the nccl:all_reduce annotation
+    assert "lancet.time_us = 3.000000e+01 : f64" in text
+
+
+def test_replay_report_file_and_pipeline_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["replay", str(DATA / "host_bound.json"), "--report", str(report)])
+    assert info.value.code == 0
+    assert json.loads(report.read_text())["predicted_period_us"] == 85.0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["whatif", str(DATA / "host_bound.json"), "--pipeline", "lancet-schedule"])
+    assert info.value.code == 1
+    assert "reordering is refused" in capsys.readouterr().err
