@@ -15,7 +15,8 @@ from xdsl.ir import Block, Operation
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
-from lancet_mlir.graph.reach import ancestor_bits, descendant_bits, topological_order
+from lancet_mlir.graph.core import topological_order
+from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
 
 
 def is_collective(op: Operation) -> bool:

@@ -1,33 +1,13 @@
 """Reachability on plain DAGs as Python-int bitsets (bit j set = node j), one OR per edge on
 V-bit integers: O(V * E / wordsize) time, O(V^2 / 8) bytes. Every graph of the project has
-`preds`/`succs` lists (`DataflowGraph`, the simulator's `TaskGraph`, the optimizers'
-`Problem`), so these work on all of them. For graphs too large for V^2 bits (bucket planning
-on 100k-op blocks) `graph/buckets.py` searches backwards within a window instead.
+`preds`/`succs` lists (`graph/core.py`), so these work on all of them. For graphs too large
+for V^2 bits (bucket planning on 100k-op blocks) `graph/buckets.py` searches backwards
+within a window instead.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
-
-
-def topological_order(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]]) -> list[int]:
-    """Kahn's algorithm, smallest ready node first (the identity for a program-order graph);
-    ValueError on a cycle."""
-    indeg = [len(ps) for ps in preds]
-    ready = [i for i, d in enumerate(indeg) if d == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for s in succs[i]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(ready, s)
-    if len(order) != len(preds):
-        raise ValueError("graph has a cycle")
-    return order
 
 
 def ancestor_bits(preds: Sequence[Sequence[int]], order: Sequence[int]) -> list[int]:

@@ -12,20 +12,11 @@ block order once (`block_order`).
 from __future__ import annotations
 
 import bisect
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from lancet_mlir.graph import reach
-
-
-class Graph(Protocol):
-    """What the optimizers read: producer/consumer lists, comm flags and comm kinds."""
-
-    preds: list[list[int]]
-    succs: list[list[int]]
-    is_comm: list[bool]
+from lancet_mlir.graph import core, reach
+from lancet_mlir.graph.core import Graph
 
 
 @dataclass(frozen=True)
@@ -147,42 +138,19 @@ def block_order(
     if len(comp) + len(comm) != n:
         raise ValueError("chains do not cover the graph")
     key: list[tuple[float, int, int]] = [(0.0, 0, 0)] * n
-    chain_prev = [-1] * n
     for flag, chain in ((0, comp), (1, comm)):
         for pos, v in enumerate(chain):
             key[v] = (start[v], flag, pos)
-            if pos:
-                chain_prev[v] = chain[pos - 1]
-    indeg = [len(ps) + (chain_prev[v] >= 0) for v, ps in enumerate(graph.preds)]
-    heap = [(key[v], v) for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    next_in_chain = [-1] * n
-    for v in range(n):
-        if chain_prev[v] >= 0:
-            next_in_chain[chain_prev[v]] = v
-    order: list[int] = []
-    while heap:
-        _, v = heapq.heappop(heap)
-        order.append(v)
-        followers = graph.succs[v] if next_in_chain[v] < 0 else [*graph.succs[v], next_in_chain[v]]
-        for s in followers:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (key[s], s))
-    if len(order) != n:
-        raise ValueError("chains and data edges form a cycle")
-    return order
-
-
-def topological_order(graph: Graph) -> list[int]:
-    """Kahn's order, smallest node index first among ready nodes (`graph/reach.py`)."""
-    return reach.topological_order(graph.preds, graph.succs)
+    try:
+        return core.topological_order(graph.preds, graph.succs, key, (comp, comm))
+    except ValueError:
+        raise ValueError("chains and data edges form a cycle") from None
 
 
 def reachability(graph: Graph) -> tuple[list[int], list[int]]:
     """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j), from
     `graph/reach.py`: O(V · E / wordsize)."""
-    order = topological_order(graph)
+    order = core.topological_order(graph.preds, graph.succs)
     return reach.ancestor_bits(graph.preds, order), reach.descendant_bits(graph.succs, order)
 
 

@@ -31,6 +31,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import topological_order
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     bits_of,
@@ -175,20 +176,7 @@ def topological_by_preference(problem: Problem, preferred: Sequence[int]) -> lis
     position = [0] * len(problem)
     for k, v in enumerate(preferred):
         position[v] = k
-    indeg = [len(ps) for ps in problem.preds]
-    heap = [(position[v], v) for v in range(len(problem)) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        _, v = heapq.heappop(heap)
-        order.append(v)
-        for s in problem.succs[v]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (position[s], s))
-    if len(order) != len(problem):
-        raise ValueError("graph has a cycle")
-    return order
+    return topological_order(problem.preds, problem.succs, position)
 
 
 def fill_allreduce_gaps(

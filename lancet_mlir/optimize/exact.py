@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lancet_mlir.optimize.chains import topological_order
+from lancet_mlir.graph.core import topological_order
 from lancet_mlir.optimize.problem import Problem
 
 MAX_STATES_PER_SET = 64
@@ -49,7 +49,7 @@ class _Search:
         self.dur = problem.durations
         self.stream = [1 if c else 0 for c in problem.is_comm]
         self.tail = [0.0] * n
-        for v in reversed(topological_order(problem)):
+        for v in reversed(topological_order(problem.preds, problem.succs)):
             self.tail[v] = self.dur[v] + max((self.tail[s] for s in problem.succs[v]), default=0.0)
         self.pred_mask = [sum(1 << p for p in ps) for ps in problem.preds]
         self.best = float("inf") if upper_bound is None else upper_bound * (1 + 1e-12) + 1e-9

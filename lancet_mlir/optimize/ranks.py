@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lancet_mlir.optimize.chains import topological_order
+from lancet_mlir.graph.core import topological_order
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import Timeline, list_schedule
 
@@ -11,7 +11,7 @@ def upward_rank(problem: Problem) -> list[float]:
     """Longest remaining path (µs) from each op to the end, its own duration and every
     collective on the way included (HEFT's upward rank)."""
     rank = [0.0] * len(problem)
-    for v in reversed(topological_order(problem)):
+    for v in reversed(topological_order(problem.preds, problem.succs)):
         rank[v] = problem.durations[v] + max((rank[s] for s in problem.succs[v]), default=0.0)
     return rank
 

@@ -16,6 +16,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import topological_order
+
 PRELUDE = 0
 EPILOGUE = -1
 ARBITRARY = -2
@@ -117,23 +119,8 @@ def phased_simulate(
     if launched != n:
         raise ValueError("phased_simulate: the graph has a cycle")
     key = [(start[i], is_comm[i], launch_seq[i]) for i in range(n)]
-    return PhasedResult(start, end, _topological_by(key, preds, succs), max(end, default=0.0))
+    # by start, moved later only where a producer would otherwise follow its consumer
+    # (zero-time ops starting together on different streams)
+    order = topological_order(preds, succs, key)
+    return PhasedResult(start, end, order, max(end, default=0.0))
 
-
-def _topological_by(
-    key: list[tuple[float, bool, int]], preds: Sequence[Sequence[int]], succs: list[list[int]]
-) -> list[int]:
-    """Nodes by `key`, moved later only where a producer would otherwise follow its consumer
-    (zero-time ops starting together on different streams)."""
-    missing = [len(ps) for ps in preds]
-    ready = [(key[i], i) for i in range(len(preds)) if missing[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)[1]
-        order.append(i)
-        for c in succs[i]:
-            missing[c] -= 1
-            if missing[c] == 0:
-                heapq.heappush(ready, (key[c], c))
-    return order

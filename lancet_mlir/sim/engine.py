@@ -50,12 +50,13 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.graph.core import Graph
+from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 
 # ---- input checks ----------------------------------------------------------------------------
 def _check_inputs(
-    graph: GraphLike, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float
+    graph: Graph, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float
 ) -> int:
     n = len(graph.preds)
     if len(durations) != n:
@@ -84,7 +85,7 @@ def _check_order(order: Sequence[int], n: int) -> list[int]:
 
 # ---- fixed-order evaluation ------------------------------------------------------------------
 def evaluate_fixed_order(
-    graph: GraphLike,
+    graph: Graph,
     durations: Sequence[float],
     *,
     num_comm_streams: int = 1,
@@ -104,7 +105,7 @@ def evaluate_fixed_order(
 
 
 def _fixed_order_plain(
-    graph: GraphLike, durations: Sequence[float], order: list[int], k: int
+    graph: Graph, durations: Sequence[float], order: list[int], k: int
 ) -> Timeline:
     """The O(V + E) formula: start = max(stream free, producers' end)."""
     n = len(order)
@@ -151,7 +152,7 @@ class _Engine:
     unfinished producers, and the resulting timeline.
     """
 
-    def __init__(self, graph: GraphLike, durations: Sequence[float], k: int, f: float):
+    def __init__(self, graph: Graph, durations: Sequence[float], k: int, f: float):
         n = len(graph.preds)
         self.graph = graph
         self.dur = durations
@@ -343,7 +344,7 @@ class _FixedOrderPolicy:
 
 
 def _fixed_order_events(
-    graph: GraphLike, durations: Sequence[float], order: list[int], k: int, f: float
+    graph: Graph, durations: Sequence[float], order: list[int], k: int, f: float
 ) -> Timeline:
     engine = _Engine(graph, durations, k, f)
     return _run(engine, _FixedOrderPolicy(engine, order))
@@ -391,7 +392,7 @@ class _ListPolicy:
             e.launch(heapq.heappop(comm_q)[2], s)
 
 
-def weight_update_first(graph: GraphLike) -> list[int]:
+def weight_update_first(graph: Graph) -> list[int]:
     """Ops that consume an allreduce result (Lancet's `IsWeightUpdateFirstOp`, §1.4)."""
     kinds = graph.comm_kind
     return [
@@ -400,7 +401,7 @@ def weight_update_first(graph: GraphLike) -> list[int]:
 
 
 def list_schedule(
-    graph: GraphLike,
+    graph: Graph,
     durations: Sequence[float],
     *,
     priorities: Sequence[float] | None = None,

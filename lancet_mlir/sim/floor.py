@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Graph, topological_order
 from lancet_mlir.graph.flow import max_flow
-from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits, topological_order
-from lancet_mlir.sim.model import GraphLike
+from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits
 
 MAX_NETWORK_EDGES = 2_000_000
 """Largest overlap-capacity network solved (about a minute of max flow in Python); larger
@@ -66,7 +66,7 @@ class ExposedFloor:
 
 
 def exposed_comm_floor(
-    graph: GraphLike,
+    graph: Graph,
     durations: Sequence[float],
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,

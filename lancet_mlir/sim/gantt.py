@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import collective_kind
-from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import atomic_path
 
@@ -99,7 +100,7 @@ def _time_us(part: str, text: str) -> float:
     return float(m.group(1)) * _UNIT_US[m.group(2)]
 
 
-def op_categories(graph: GraphLike) -> list[str]:
+def op_categories(graph: Graph) -> list[str]:
     """Category of every node: the collective kind for communication, else the compute
     phase from `lancet.role` ("compute" without one; graphs without IR: "compute" or
     "collective")."""

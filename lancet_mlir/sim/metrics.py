@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.graph.core import Graph, topological_order
+from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 
 def critical_path(
-    graph: GraphLike, durations: Sequence[float], timeline: Timeline
+    graph: Graph, durations: Sequence[float], timeline: Timeline
 ) -> list[int]:
     """Longest path over data and stream-order edges, in execution order.
 
@@ -111,29 +112,17 @@ def exposed_comm_us(timeline: Timeline) -> float:
     return sum(b - a for a, b in comm) - _intersection_measure(comm, comp)
 
 
-def longest_data_path_us(graph: GraphLike, durations: Sequence[float]) -> float:
+def longest_data_path_us(graph: Graph, durations: Sequence[float]) -> float:
     """Length of the longest path over data edges only (node weight = duration)."""
-    n = len(graph.preds)
-    finish = [0.0] * n
-    indeg = [len(ps) for ps in graph.preds]
-    stack = [i for i in range(n) if indeg[i] == 0]
-    seen = 0
-    while stack:
-        i = stack.pop()
-        seen += 1
+    finish = [0.0] * len(graph.preds)
+    for i in topological_order(graph.preds, graph.succs):  # ValueError on a cycle
         ready = max((finish[p] for p in graph.preds[i]), default=0.0)
         finish[i] = ready + durations[i]
-        for s in graph.succs[i]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                stack.append(s)
-    if seen != n:
-        raise ValueError("graph has a cycle")
     return max(finish, default=0.0)
 
 
 def lower_bound_us(
-    graph: GraphLike, durations: Sequence[float], num_comm_streams: int = 1
+    graph: Graph, durations: Sequence[float], num_comm_streams: int = 1
 ) -> float:
     """max(total compute, total comm / k, longest data path): no schedule is faster."""
     compute = float(sum(d for d, c in zip(durations, graph.is_comm, strict=True) if not c))
@@ -163,7 +152,7 @@ class TimelineSummary:
         return asdict(self)
 
 
-def summarize(graph: GraphLike, durations: Sequence[float], timeline: Timeline) -> TimelineSummary:
+def summarize(graph: Graph, durations: Sequence[float], timeline: Timeline) -> TimelineSummary:
     """Key numbers of a timeline (all times in µs).
 
     `compute_us`/`comm_us`: busy time of the compute stream / of all comm streams together

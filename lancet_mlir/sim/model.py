@@ -1,5 +1,5 @@
-"""The simulator's data model: what a graph must provide (`GraphLike`), a plain graph
-(`TaskGraph`), and the simulated execution of a block (`Timeline`).
+"""The simulator's data model: a plain graph (`TaskGraph`) and the simulated execution of a
+block (`Timeline`). What a graph must provide is `graph.core.Graph`.
 
 Streams: stream 0 is the compute stream (`COMPUTE_STREAM`); collectives run on the
 communication streams 1..k. **Launch order** (`Timeline.order`): all ops sorted by start time;
@@ -11,25 +11,14 @@ comes first (the order is always a topological order of the data and stream-orde
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+
+from lancet_mlir.graph.core import topological_order
 
 COMPUTE_STREAM = 0
 """Stream id of the compute stream; communication streams are 1..k."""
-
-
-class GraphLike(Protocol):
-    """What the simulator reads from a graph: per-node producer/consumer lists, comm flags and
-    collective kinds (`comm_kind[i]`: `allreduce`, `all_to_all`, ..., None for compute).
-    `DataflowGraph`, `TaskGraph` and the optimizers' `Problem` have these fields."""
-
-    preds: list[list[int]]
-    succs: list[list[int]]
-    is_comm: list[bool]
-    comm_kind: list[str | None]
 
 
 @dataclass
@@ -126,24 +115,9 @@ class Timeline:
     def _topological_by_key(self, key: list[tuple[float, bool, int]]) -> list[int]:
         # Only reached when zero-duration ops of different streams tie at one instant.
         n = len(key)
-        chain_prev = self.chain_pred()
+        preds = self.preds or [[] for _ in range(n)]
         succs: list[list[int]] = [[] for _ in range(n)]
-        indeg = [0] * n
-        for i in range(n):
-            incoming = list(self.preds[i]) if self.preds else []
-            if chain_prev[i] >= 0:
-                incoming.append(chain_prev[i])
-            for p in incoming:
+        for i, ps in enumerate(preds):
+            for p in ps:
                 succs[p].append(i)
-            indeg[i] = len(incoming)
-        heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
-        heapq.heapify(heap)
-        order: list[int] = []
-        while heap:
-            _, i = heapq.heappop(heap)
-            order.append(i)
-            for s in succs[i]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(heap, (key[s], s))
-        return order
+        return topological_order(preds, succs, key, self.chains)

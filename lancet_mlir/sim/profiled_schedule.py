@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Graph
 from lancet_mlir.sim.engine import evaluate_fixed_order, list_schedule, weight_update_first
-from lancet_mlir.sim.model import GraphLike
 from lancet_mlir.sim.options import SimOptions
 
 
@@ -26,7 +26,7 @@ class ScheduleDecision:
 
 
 def profiled_fifo_schedule(
-    graph: GraphLike, durations: Sequence[float], options: SimOptions | None = None
+    graph: Graph, durations: Sequence[float], options: SimOptions | None = None
 ) -> ScheduleDecision:
     """Lancet's profiled FIFO scheduler (lancet-algorithms.md §6.1, §1.4 steps 2-3, §9.5).
 

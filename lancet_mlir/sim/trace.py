@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categories, save_figure
-from lancet_mlir.sim.model import COMPUTE_STREAM, GraphLike, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 
 def stream_name(stream: int) -> str:
@@ -27,7 +28,7 @@ def stream_name(stream: int) -> str:
     return "compute" if stream == COMPUTE_STREAM else f"comm {stream}"
 
 
-def op_names(graph: GraphLike) -> list[str]:
+def op_names(graph: Graph) -> list[str]:
     """Display names per node: op name plus first result name, or "op <i>" without IR."""
     ops = getattr(graph, "ops", None)
     if ops is None:
@@ -42,7 +43,7 @@ def op_names(graph: GraphLike) -> list[str]:
     return names
 
 
-def _op_keys(graph: GraphLike) -> list[str] | None:
+def _op_keys(graph: Graph) -> list[str] | None:
     ops = getattr(graph, "ops", None)
     if ops is None:
         return None
@@ -52,7 +53,7 @@ def _op_keys(graph: GraphLike) -> list[str] | None:
 
 
 def chrome_trace(
-    graph: GraphLike,
+    graph: Graph,
     durations: Sequence[float],
     timeline: Timeline,
     names: Sequence[str] | None = None,
@@ -119,7 +120,7 @@ def merge_traces(traces: Sequence[dict]) -> dict:
 # ---- Gantt chart (drawn by sim/gantt.py) ------------------------------------------------------
 def gantt_png(
     path: str,
-    graph: GraphLike,
+    graph: Graph,
     durations: Sequence[float],
     timeline: Timeline,
     title: str = "simulated timeline",

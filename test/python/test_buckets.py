@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lancet_mlir.graph.buckets import Bucket, plan_buckets, plan_ddp_buckets, readiness_order
+from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.fifo import fifo_order
-from lancet_mlir.graph.reach import topological_order
 from lancet_mlir.graph.rewrite import fuse_collectives
 
 DTYPE_BYTES = {"f32": 4, "bf16": 2}

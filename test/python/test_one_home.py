@@ -3,6 +3,10 @@ typed timeline summary (issue #8 section 5)."""
 
 from __future__ import annotations
 
+import random
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,10 +23,12 @@ from xdsl.dialects.builtin import (
     i64,
 )
 
+import lancet_mlir
 from lancet_mlir.dialects.comm import element_bytes
 from lancet_mlir.dialects.dtypes import DTYPE_BYTES, NUMPY_DTYPES, element_name
 from lancet_mlir.dialects.kernels import dtype_bytes
-from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits, topological_order
+from lancet_mlir.graph.core import topological_order
+from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits
 from lancet_mlir.optimize.chains import reachability
 from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.runtime.values import numpy_dtype_of
@@ -83,6 +89,56 @@ def test_bitset_reachability_matches_graph_search(graph: tuple[list[list[int]], 
 def test_topological_order_rejects_a_cycle() -> None:
     with pytest.raises(ValueError, match="cycle"):
         topological_order([[1], [0]], [[1], [0]])
+    with pytest.raises(ValueError, match="cycle"):  # 1 -> 0 by data, 0 before 1 by the chain
+        topological_order([[1], []], [[], [0]], chains=[[0, 1]])
+
+
+def test_topological_order_by_key_and_chains() -> None:
+    # 0 -> 2, 1 free; the key prefers 2, then 1, then 0, but 2 must wait for 0
+    preds, succs = [[], [], [0]], [[2], [], []]
+    assert topological_order(preds, succs) == [0, 1, 2]
+    assert topological_order(preds, succs, key=[2, 1, 0]) == [1, 0, 2]
+    assert topological_order(preds, succs, key=[5, 5, 0]) == [0, 2, 1]  # ties: smaller node
+    # a chain 2 before 1 (a stream's launch order) holds 1 back until 2 ran
+    assert topological_order(preds, succs, key=[2, 1, 0], chains=[[2, 1]]) == [0, 2, 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(), st.randoms(use_true_random=False))
+def test_topological_order_follows_the_key_where_edges_allow(
+    graph: tuple[list[list[int]], list[list[int]]], rng: random.Random
+) -> None:
+    preds, succs = graph
+    n = len(preds)
+    key = [rng.randint(0, 3) for _ in range(n)]
+    order = topological_order(preds, succs, key)
+    position = {v: k for k, v in enumerate(order)}
+    assert sorted(order) == list(range(n))
+    assert all(position[p] < position[v] for v in range(n) for p in preds[v])
+    # greedy: each node is the smallest (key, index) among those ready at its turn
+    done: set[int] = set()
+    for v in order:
+        ready = [u for u in range(n) if u not in done and all(p in done for p in preds[u])]
+        assert (key[v], v) == min((key[u], u) for u in ready)
+        done.add(v)
+
+
+# The Kahn loop with a priority key lives in graph/core.py only; these modules used to carry
+# their own copy (issue 17, deliverable 2).
+_ONCE_HOMES = {
+    "topological_order": "graph/core.py",
+}
+
+
+def test_one_topological_order() -> None:
+    root = Path(lancet_mlir.__file__).parent
+    kahn = re.compile(r"indeg\[\w+\] == 0|missing\[\w+\] == 0")
+    homes = sorted(
+        str(f.relative_to(root))
+        for f in root.rglob("*.py")
+        if kahn.search(f.read_text()) and "heapq" in f.read_text()
+    )
+    assert homes == [_ONCE_HOMES["topological_order"], "partition/phased.py"]
 
 
 def test_summary_is_typed() -> None:
