@@ -1,12 +1,13 @@
 """Simulation of a module's blocks in their current order: which blocks (`simulated_blocks`),
-their fixed-order timelines (`simulate_module`, `simulate_graph`) and the `lancet.*` timing
-annotations (`annotate_module`). Used by the `simulate` pass, lancet-opt's outputs and bench.
+their fixed-order timelines (`simulate_module`, `simulate_graph`; ops with regions and calls
+costed by their bodies, `sim/regions.py`) and the `lancet.*` timing annotations
+(`annotate_module`). Used by the `simulate` pass, lancet-opt's outputs and bench.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, ModuleOp, i64
@@ -14,10 +15,10 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
 
 from lancet_mlir import attrs
-from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import schedulable_blocks
 from lancet_mlir.sim.engine import evaluate_fixed_order
-from lancet_mlir.sim.metrics import TimelineSummary, summarize
+from lancet_mlir.sim.metrics import NestedWork, TimelineSummary, summarize, with_nested_work
 from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
 
@@ -52,9 +53,15 @@ class SimBlock:
 class BlockResult:
     """The simulation of one block: its graph, per-node durations, timeline and summary.
 
-    `top_level` is True for a function body (or the module body holding bare ops): those
-    blocks add up to the module's totals. Blocks nested in ops are simulated on their own
-    (times relative to the block's start) and reported separately.
+    `top_level` is True for the body of a function nothing calls (or the module body
+    holding bare ops): those blocks add up to the module's totals. Blocks nested in ops,
+    and the bodies of called functions, are simulated on their own (times relative to the
+    block's start) and reported separately; an op whose bodies cost it (`sim/regions.py`)
+    takes their makespans as its duration, and its block's `summary` includes their work
+    (`with_nested_work`). `runs`: how many times the block runs per execution of the op
+    holding it (a loop's trip count; 1 otherwise); `in_parent`: its makespan is part of
+    the time of the op holding it (or calling it). `notes`: what the costing of the block's
+    region ops could not know (a loop costed once).
     """
 
     label: str
@@ -64,6 +71,9 @@ class BlockResult:
     durations: list[float]
     timeline: Timeline
     summary: TimelineSummary
+    runs: int = 1
+    in_parent: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
 def _is_container(block: Block) -> bool:
@@ -77,32 +87,63 @@ def _enclosing_function(op: Operation | None) -> FuncOp | None:
     return op
 
 
+def _called_functions(module: ModuleOp) -> set[str]:
+    """Names of the functions some call op of `module` calls."""
+    from lancet_mlir.sim.regions import CALL_OPS, callee_name
+
+    found: set[str] = set()
+    for op in module.walk():
+        if op_display_name(op) in CALL_OPS:
+            name = callee_name(op)
+            if name is not None:
+                found.add(name)
+    return found
+
+
 def simulated_blocks(module: ModuleOp) -> list[SimBlock]:
     """Every block `simulate` and `lancet-schedule` work on, outermost first.
 
     Function bodies, the module body when it holds bare ops, and blocks nested in ops; module
-    bodies that hold functions are skipped. Labels: `@f` for the body of func `@f`,
-    `@f/<op>#k` for the k-th nested block below `@f`, `<module>` for bare top-level ops.
+    bodies that hold functions are skipped. Labels carry the block's path: `@f` for the body
+    of func `@f`, `<module>` for bare top-level ops, and `PARENT/<op>#k` for the blocks of
+    the k-th op with regions of block PARENT (`PARENT/<op>#k:j` for its j-th block when it
+    has several, e.g. a while's condition `:0` and body `:1`). The bodies of functions that
+    some op calls are not top level (their work is costed where they are called).
     """
     out: list[SimBlock] = []
-    nested_count: dict[str, int] = {}
+    labels: dict[Block, str] = {}
+    op_count: dict[Block, int] = {}
+    op_label: dict[Operation, str] = {}
+    called = _called_functions(module)
     for block in schedulable_blocks(module):
+        parent = block.parent_op()
+        if isinstance(parent, FuncOp):
+            fname = parent.sym_name.data
+            labels[block] = f"@{fname}"
+            if not _is_container(block):
+                out.append(SimBlock(block, f"@{fname}", fname, fname not in called))
+            continue
+        if isinstance(parent, ModuleOp) or parent is None:
+            labels[block] = "<module>"
+            if not _is_container(block):
+                out.append(SimBlock(block, "<module>", None, True))
+            continue
         if _is_container(block):
             continue
-        parent = block.parent_op()
         func = _enclosing_function(parent)
         fname = func.sym_name.data if func is not None else None
-        if isinstance(parent, FuncOp):
-            out.append(SimBlock(block, f"@{fname}", fname, True))
-            continue
-        if isinstance(parent, ModuleOp):
-            out.append(SimBlock(block, "<module>", None, True))
-            continue
-        base = f"@{fname}" if fname is not None else "<module>"
-        k = nested_count.get(base, 0)
-        nested_count[base] = k + 1
-        name = parent.name if parent is not None else "block"
-        out.append(SimBlock(block, f"{base}/{name}#{k}", fname, False))
+        if parent not in op_label:
+            outer = parent.parent_block()
+            base = labels.get(outer, f"@{fname}" if fname is not None else "<module>") \
+                if outer is not None else "<module>"
+            k = op_count.get(outer, 0) if outer is not None else 0
+            if outer is not None:
+                op_count[outer] = k + 1
+            op_label[parent] = f"{base}/{op_display_name(parent)}#{k}"
+        blocks = [b for r in parent.regions for b in r.blocks]
+        label = op_label[parent] if len(blocks) == 1 else f"{op_label[parent]}:{blocks.index(block)}"
+        labels[block] = label
+        out.append(SimBlock(block, label, fname, False))
     return out
 
 
@@ -114,7 +155,11 @@ def simulate_module(
     annotate: bool = False,
 ) -> list[BlockResult]:
     """Fixed-order simulation of every block of `module` (see `simulated_blocks`) with
-    `cost_model` and `options` (default: 1 comm stream, no slowdown).
+    `cost_model` and `options` (default: 1 comm stream, no slowdown), in module order.
+
+    An op whose bodies cost it (`sim/regions.py`: regions run once, the costliest branch, a
+    static loop's trips, a call's callee) takes the simulated makespan of its bodies as its
+    duration; its bodies are simulated first.
 
     With `annotate`, writes `lancet.start_us`, `lancet.end_us` (f64) and `lancet.stream`
     (i64) on every op of every simulated block (terminators excluded) and
@@ -122,15 +167,71 @@ def simulate_module(
     blocks).
     """
     options = options or SimOptions()
-    results: list[BlockResult] = []
-    for item in simulated_blocks(module):
-        graph = DataflowGraph.from_block(item.block)
-        result = simulate_graph(graph, cost_model.graph_times(graph), options)
-        results.append(BlockResult(item.label, item.function, item.top_level, graph,
-                                   result[0], result[1], result[2]))
+    items = simulated_blocks(module)
+    by_block = {item.block: item for item in items}
+    functions = {
+        op.sym_name.data: op.body.blocks.first
+        for op in module.walk()
+        if isinstance(op, FuncOp) and op.body.blocks.first is not None
+    }
+    done: dict[Block, BlockResult] = {}
+    running: set[Block] = set()
+
+    def result_of(block: Block) -> BlockResult | None:
+        if block in done:
+            return done[block]
+        item = by_block.get(block)
+        if item is None or block in running:  # not simulated, or a recursive call
+            return None
+        running.add(block)
+        done[block] = _simulate_block(item, cost_model, options, functions, result_of)
+        running.discard(block)
+        return done[block]
+
+    results = [r for item in items if (r := result_of(item.block)) is not None]
     if annotate:
         annotate_module(module, results)
     return results
+
+
+def _simulate_block(
+    item: SimBlock,
+    cost_model: GraphCostModel,
+    options: SimOptions,
+    functions: dict[str, Block],
+    result_of: Callable[[Block], BlockResult | None],
+) -> BlockResult:
+    """One block, its region ops costed by their (already simulated) bodies."""
+    from lancet_mlir.sim.regions import body_plan
+
+    graph = DataflowGraph.from_block(item.block)
+    durations = [float(d) for d in cost_model.graph_times(graph)]
+    nested: list[NestedWork] = []
+    notes: list[str] = []
+    for i, op in enumerate(graph.ops):
+        plan = body_plan(op, functions)
+        if plan is None:
+            continue
+        parts = [(r, runs) for b, runs in plan.parts if (r := result_of(b)) is not None]
+        if len(parts) != len(plan.parts):
+            notes.append(f"{item.label}: {op_display_name(op)} (op {i}): a body is not "
+                         "simulated (a recursive call); kept the cost model's time")  # fmt: skip
+            continue
+        for r, runs in parts:
+            r.in_parent = True
+            r.runs = runs
+        if plan.alternatives and parts:
+            parts = [max(parts, key=lambda p: p[0].summary.makespan_us * p[1])]
+        durations[i] = float(sum(r.summary.makespan_us * runs for r, runs in parts))
+        nested.append(NestedWork(i, [(r.summary, runs) for r, runs in parts]))
+        if plan.note is not None:
+            notes.append(f"{item.label}: {op_display_name(op)} (op {i}): {plan.note}; "
+                         "its bodies are costed once")  # fmt: skip
+    durations, timeline, summary = simulate_graph(graph, durations, options)
+    if nested:
+        summary = with_nested_work(summary, timeline, nested)
+    return BlockResult(item.label, item.function, item.top_level, graph, durations, timeline,
+                       summary, notes=notes)  # fmt: skip
 
 
 def simulate_graph(
@@ -154,14 +255,14 @@ def annotate_module(module: ModuleOp, results: Sequence[BlockResult]) -> None:
     """
     per_function: dict[FuncOp, list[float]] = {}
     for r in results:
+        block = r.graph.block
         tl = r.timeline
         for i, op in enumerate(r.graph.ops):
             op.attributes[START_ATTR] = FloatAttr(tl.start[i], _F64)
             op.attributes[END_ATTR] = FloatAttr(tl.end[i], _F64)
             op.attributes[STREAM_ATTR] = IntegerAttr(tl.stream[i], i64)
-        block = r.graph.block
-        func = _enclosing_function(block.parent_op()) if block is not None else None
-        if r.top_level and func is not None:
+        func = block.parent_op() if block is not None else None
+        if isinstance(func, FuncOp):  # a function's body (called or not)
             acc = per_function.setdefault(func, [0.0, 0.0])
             acc[0] += r.summary.makespan_us
             acc[1] += r.summary.exposed_comm_us

@@ -65,12 +65,15 @@ class Window:
 @dataclass(frozen=True)
 class GanttBlock:
     """One timeline to draw: a label (e.g. `@main`), its timeline, per-node categories
-    (CATEGORY_COLORS keys) and per-node display names."""
+    (CATEGORY_COLORS keys) and per-node display names. `nested`: the body of an op drawn as
+    its own lane group (its time is already part of its op's, so it adds nothing to a
+    panel's makespan)."""
 
     label: str
     timeline: Timeline
     categories: Sequence[str]
     names: Sequence[str]
+    nested: bool = False
 
 
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s)?\s*$")
@@ -193,7 +196,7 @@ def compare_figure(
                 present |= _draw_row(ax, block, s, y, (t0, t1), scale, budget)
                 stream = "compute" if s == COMPUTE_STREAM else f"comm {s}"
                 labels.append(f"{block.label}: {stream}" if block.label else stream)
-        makespan = sum(b.timeline.makespan_us for b in part)
+        makespan = sum(b.timeline.makespan_us for b in part if not b.nested)
         ax.set_title(f"{name}: makespan {_fmt(makespan)}", loc="left", fontsize=10)
         ax.set_yticks([n - 1 - k + 0.5 for k in range(n)])
         ax.set_yticklabels(labels)

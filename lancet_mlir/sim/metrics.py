@@ -4,7 +4,7 @@ critical path, the lower bound, and `summarize`, their typed summary (`TimelineS
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from lancet_mlir.graph.core import Graph, topological_order
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
@@ -180,3 +180,44 @@ def summarize(graph: Graph, durations: Sequence[float], timeline: Timeline) -> T
         num_comm_streams=timeline.num_comm_streams,
         overlap_slowdown=timeline.overlap_slowdown,
     )
+
+
+@dataclass(frozen=True)
+class NestedWork:
+    """The work inside node `node` (an op costed by its bodies): each body's summary with
+    the number of times it runs per execution of the node."""
+
+    node: int
+    bodies: list[tuple[TimelineSummary, int]]
+
+
+def with_nested_work(
+    summary: TimelineSummary, timeline: Timeline, nested: Sequence[NestedWork]
+) -> TimelineSummary:
+    """`summary` of a block with the work of its region ops' bodies folded in.
+
+    The makespan, lower bound and critical path stay the block's own (each region op is one
+    node whose duration is its bodies' makespan). A region op's busy time leaves
+    `compute_us`; its bodies' compute, communication, exposed communication, overlap, ops
+    and collectives come in, each times the body's runs. The exposed communication of a body
+    counts as exposed in the block too: the region op occupies the compute stream while its
+    body waits on a collective, so nothing of the block hides it (collectives of the block
+    beside the region op count as hidden by it, as they would be by any compute op).
+    """
+    compute = summary.compute_us
+    comm = summary.comm_us
+    exposed = summary.exposed_comm_us
+    overlap = summary.overlap_us
+    ops = summary.num_ops
+    collectives = summary.num_collectives
+    for work in nested:
+        compute -= timeline.end[work.node] - timeline.start[work.node]
+        for body, runs in work.bodies:
+            compute += body.compute_us * runs
+            comm += body.comm_us * runs
+            exposed += body.exposed_comm_us * runs
+            overlap += body.overlap_us * runs
+            ops += body.num_ops * runs
+            collectives += body.num_collectives * runs
+    return replace(summary, compute_us=max(0.0, compute), comm_us=comm, exposed_comm_us=exposed,
+                   overlap_us=overlap, num_ops=ops, num_collectives=collectives)  # fmt: skip

@@ -296,7 +296,7 @@ def _timeline_trace(results: Sequence[BlockResult], cost_model: CostModel) -> di
     from lancet_mlir.sim.trace import chrome_trace, merge_traces
 
     return merge_traces([
-        chrome_trace(r.graph, r.durations, r.timeline, pid=k, process_name=r.label,
+        chrome_trace(r.graph, r.durations, r.timeline, pid=k, process_name=_runs_label(r),
                      sources=[time_source(cost_model, op) for op in r.graph.ops])
         for k, r in enumerate(results)
     ])
@@ -322,7 +322,7 @@ def _how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
     )
 
     cfg = cost_model.config
-    top = [r for r in results if r.top_level]
+    top = [r for r in results if r.top_level or r.in_parent]  # with the bodies costed in ops
     return {
         "provenance": {
             "lancet_mlir_version": lancet_mlir_version(),
@@ -375,12 +375,19 @@ def _report(
         for r, f in zip(top, floors, strict=True)
     ]
     report["nested_blocks"] = [
-        {"label": r.label, **r.summary.as_dict()} for r in results if not r.top_level
+        {"label": r.label, **r.summary.as_dict(), **_in_parent(r)}
+        for r in results if not r.top_level
     ]
-    report["cost_model"] = {"notes": list(notes)}
+    report["cost_model"] = {"notes": [*notes, *(n for r in results for n in r.notes)]}
     report["pipeline"] = getattr(args, "passes", "") or ""
     report["input"] = getattr(args, "input_file", None) or "-"
     return report
+
+
+def _in_parent(result: BlockResult) -> dict:
+    """For a body costed as part of its op (or call): that it is, and its runs per
+    execution of the op (a loop's trips)."""
+    return {"in_parent": True, "runs": result.runs} if result.in_parent else {}
 
 
 FLOOR_MAX_OPS = 20_000
@@ -409,7 +416,7 @@ def _write_gantt(path: str, results: Sequence[BlockResult], args: argparse.Names
     from lancet_mlir.sim.gantt import gantt_figure, save_figure
 
     shown = _shown(results)
-    total = sum(r.timeline.makespan_us for r in shown)
+    total = sum(r.timeline.makespan_us for r in shown if r.top_level)
     title = f"{getattr(args, 'input_file', None) or 'stdin'}: makespan {total:.1f} µs"
     save_figure(gantt_figure(_gantt_blocks(shown), title, _gantt_window(args)), path)
 
@@ -433,15 +440,22 @@ def _write_gantt_compare(
 
 
 def _shown(results: Sequence[BlockResult]) -> list[BlockResult]:
-    return [r for r in results if r.top_level] or list(results)
+    """The blocks the Gantt chart draws: the top-level ones and every body whose work is
+    part of an op's time (one lane group each, in module order); all blocks if none."""
+    return [r for r in results if r.top_level or r.in_parent] or list(results)
 
 
 def _gantt_blocks(results: Sequence[BlockResult]) -> list:
     from lancet_mlir.sim.gantt import GanttBlock, op_categories
     from lancet_mlir.sim.trace import op_names
 
-    return [GanttBlock(r.label, r.timeline, op_categories(r.graph), op_names(r.graph))
-            for r in results]  # fmt: skip
+    return [GanttBlock(_runs_label(r), r.timeline, op_categories(r.graph), op_names(r.graph),
+                       nested=not r.top_level) for r in results]  # fmt: skip
+
+
+def _runs_label(result: BlockResult) -> str:
+    """The block's label, with `(xN)` when it runs N times per execution of its op."""
+    return result.label if result.runs == 1 else f"{result.label} (x{result.runs})"
 
 
 def _gantt_window(args: argparse.Namespace):  # noqa: ANN202 - sim.gantt.Window | None
