@@ -25,6 +25,8 @@ COMM_STREAMS = "lancet.comm_streams"
 """Integer: communication streams of the simulator (default 1)."""
 OVERLAP_SLOWDOWN = "lancet.overlap_slowdown"
 """Number >= 1: compute slowdown while a collective runs (default 1.0)."""
+LAUNCH_OVERHEAD_US = "lancet.launch_overhead_us"
+"""Number >= 0: host time per op launch; an op cannot start before it is launched (default 0)."""
 
 # ---- op annotations -----------------------------------------------------------------------------
 TIME_US = "lancet.time_us"

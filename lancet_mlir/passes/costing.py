@@ -19,6 +19,7 @@ Options (kebab-case in a pipeline; all optional):
   network-gbps=F       inter-node network Gb/s per GPU (overrides the cluster's / device's)
   comm-streams=K       communication streams of the simulator (default 1)
   overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
+  launch-overhead-us=F host time per op launch; ops start no earlier than launched (default 0)
 
 Use: `@dataclass(frozen=True) class P(CostOptions, CheckedOptions, ModulePass)`, then
 `self.cost_model(module)` / `self.sim_options(module)` in `apply`.
@@ -56,6 +57,7 @@ class CostOptions:
     network_gbps: float | int | None = None
     comm_streams: int | None = None
     overlap_slowdown: float | int | None = None
+    launch_overhead_us: float | int | None = None
 
     # ---- what the options alone say -----------------------------------------------------------
     def option_settings(self) -> CostSettings:
@@ -98,9 +100,12 @@ class CostOptions:
             check_int(self.name, "comm-streams", self.comm_streams, 1)
         if self.overlap_slowdown is not None:
             check_number(self.name, "overlap-slowdown", self.overlap_slowdown, 1.0)
+        if self.launch_overhead_us is not None:
+            check_number(self.name, "launch-overhead-us", self.launch_overhead_us, 0.0)
         with _as_pass_failure(self.name):
             base = module_sim_options(module)
-            return resolve_sim_options(self.comm_streams, self.overlap_slowdown, base)
+            return resolve_sim_options(self.comm_streams, self.overlap_slowdown, base,
+                                       self.launch_overhead_us)
 
     def costing_spec(self) -> str:
         """The pass as written in a pipeline, options given included, kebab-case (reports)."""

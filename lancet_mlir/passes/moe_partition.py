@@ -400,6 +400,7 @@ def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> f
         durations,
         num_comm_streams=sim.num_comm_streams,
         overlap_slowdown=sim.overlap_slowdown,
+        launch_overhead_us=sim.launch_overhead_us,
     ).makespan_us
 
 

@@ -41,6 +41,7 @@ def simulated_makespan(problem: Problem, order: Sequence[int], options: SimOptio
         order=order,
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
+        launch_overhead_us=options.launch_overhead_us,
     ).makespan_us
 
 

@@ -244,6 +244,7 @@ def simulate_graph(
         durations,
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
+        launch_overhead_us=options.launch_overhead_us,
     )
     return durations, timeline, summarize(graph, durations, timeline)
 

@@ -36,6 +36,14 @@ collective takes the idle comm stream that freed earliest (ties: lowest id). Ops
 result) wait in a held queue until nothing else runs or is ready; then all held ops are
 released at once (phase 2) and no further op is delayed.
 
+**Launch overhead L >= 0** (`launch_overhead_us`, default 0 = none). A host thread launches
+the ops one after another, each launch taking L µs, and an op cannot start before its launch
+ended: the k-th op launched (from 1) starts no earlier than k x L. For a fixed-order evaluation
+the host launches in the given order; for list scheduling in the order the scheduler starts
+them. With L = 0 every formula above is unchanged (times are identical). In the event
+simulation an op whose launch has not ended waits at the head of its queue; the launch's end
+is an event of its own.
+
 **Launch order** (`Timeline.order`): all ops sorted by start time; at equal start compute
 before communication; then by launch sequence (the order in which the simulator launched
 them; for a fixed-order evaluation, the block order). A zero-duration collective and its
@@ -56,7 +64,8 @@ from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 # ---- input checks ----------------------------------------------------------------------------
 def _check_inputs(
-    graph: Graph, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float
+    graph: Graph, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float,
+    launch_overhead_us: float = 0.0,
 ) -> int:
     n = len(graph.preds)
     if len(durations) != n:
@@ -68,6 +77,8 @@ def _check_inputs(
         raise ValueError(f"num_comm_streams must be >= 1, got {num_comm_streams}")
     if not (overlap_slowdown >= 1.0 and math.isfinite(overlap_slowdown)):
         raise ValueError(f"overlap_slowdown must be finite and >= 1.0, got {overlap_slowdown}")
+    if not (launch_overhead_us >= 0.0 and math.isfinite(launch_overhead_us)):
+        raise ValueError(f"launch_overhead_us must be finite and >= 0, got {launch_overhead_us}")
     return n
 
 
@@ -91,21 +102,23 @@ def evaluate_fixed_order(
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,
     order: Sequence[int] | None = None,
+    launch_overhead_us: float = 0.0,
 ) -> Timeline:
     """Simulate ops launched in `order` (default: node order = block order).
 
     See the module docstring for the exact semantics. Raises ValueError if the order uses a
     value before its producer ran (not a topological order).
     """
-    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown)
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
     seq = list(range(n)) if order is None else _check_order(order, n)
     if overlap_slowdown == 1.0:
-        return _fixed_order_plain(graph, durations, seq, num_comm_streams)
-    return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown)
+        return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us)
+    return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown,
+                               launch_overhead_us)
 
 
 def _fixed_order_plain(
-    graph: Graph, durations: Sequence[float], order: list[int], k: int
+    graph: Graph, durations: Sequence[float], order: list[int], k: int, overhead: float = 0.0
 ) -> Timeline:
     """The O(V + E) formula: start = max(stream free, producers' end)."""
     n = len(order)
@@ -118,7 +131,7 @@ def _fixed_order_plain(
     free = [0.0] * (k + 1)
     chains: list[list[int]] = [[] for _ in range(k + 1)]
     for pos, i in enumerate(order):
-        ready = 0.0
+        ready = (pos + 1) * overhead if overhead else 0.0
         for p in preds[i]:
             if not placed[p]:
                 raise ValueError(f"order launches node {i} before its producer {p}")
@@ -152,8 +165,12 @@ class _Engine:
     unfinished producers, and the resulting timeline.
     """
 
-    def __init__(self, graph: Graph, durations: Sequence[float], k: int, f: float):
+    def __init__(self, graph: Graph, durations: Sequence[float], k: int, f: float,
+                 overhead: float = 0.0, launch_at: list[float] | None = None):
         n = len(graph.preds)
+        self.overhead = overhead
+        self.launch_at = launch_at
+        self.timers: list[float] = []
         self.graph = graph
         self.dur = durations
         self.k = k
@@ -183,6 +200,16 @@ class _Engine:
             if not self.comm_busy[s] and (best < 0 or self.free_at[s] < self.free_at[best]):
                 best = s
         return best
+
+    def launched(self, i: int) -> bool:
+        """Whether node `i`'s host launch has ended (else a timer event is set for it)."""
+        if not self.overhead:
+            return True
+        ready = self.launch_at[i] if self.launch_at is not None else (self.next_seq + 1) * self.overhead
+        if ready <= self.t:
+            return True
+        heapq.heappush(self.timers, ready)
+        return False
 
     def launch(self, i: int, s: int) -> None:
         """Start node `i` on stream `s` now."""
@@ -219,11 +246,19 @@ class _Engine:
         Returns None when nothing runs.
         """
         running_comp = self.comp_node >= 0
-        if not running_comp and not self.comm_heap:
+        if not running_comp and not self.comm_heap and not self.timers:
             return None
         t = self.comp_end if running_comp else math.inf
         if self.comm_heap and self.comm_heap[0][0] < t:
             t = self.comm_heap[0][0]
+        while self.timers and self.timers[0] <= self.t:
+            heapq.heappop(self.timers)
+        if self.timers and self.timers[0] < t:
+            t = heapq.heappop(self.timers)
+            self.t = t
+            return []
+        if t == math.inf:
+            return None
         batch: list[tuple[int, int, int]] = []
         while self.comm_heap and self.comm_heap[0][0] == t:
             _, seq, i, s = heapq.heappop(self.comm_heap)
@@ -317,7 +352,7 @@ class _FixedOrderPolicy:
         """Start the queue heads whose stream is idle and whose producers have all ended."""
         if e.comp_node < 0 and self.next_comp < len(self.comp):
             i = self.comp[self.next_comp]
-            if e.waiting[i] == 0:
+            if e.waiting[i] == 0 and e.launched(i):
                 e.launch(i, COMPUTE_STREAM)
                 self.next_comp += 1
         assigned = self.assigned
@@ -332,7 +367,8 @@ class _FixedOrderPolicy:
             self.next_comm += 1
         for s in range(1, e.k + 1):
             i = assigned[s]
-            if i >= 0 and not e.comm_busy[s] and e.stream[i] < 0 and e.waiting[i] == 0:
+            if i >= 0 and not e.comm_busy[s] and e.stream[i] < 0 and e.waiting[i] == 0 \
+                    and e.launched(i):
                 e.launch(i, s)
 
     def _empty_stream(self, e: _Engine) -> int:
@@ -344,9 +380,15 @@ class _FixedOrderPolicy:
 
 
 def _fixed_order_events(
-    graph: Graph, durations: Sequence[float], order: list[int], k: int, f: float
+    graph: Graph, durations: Sequence[float], order: list[int], k: int, f: float,
+    overhead: float = 0.0,
 ) -> Timeline:
-    engine = _Engine(graph, durations, k, f)
+    launch_at = None
+    if overhead:
+        launch_at = [0.0] * len(order)
+        for pos, i in enumerate(order):
+            launch_at[i] = (pos + 1) * overhead
+    engine = _Engine(graph, durations, k, f, overhead, launch_at)
     return _run(engine, _FixedOrderPolicy(engine, order))
 
 
@@ -383,11 +425,11 @@ class _ListPolicy:
     def fetch(self, e: _Engine) -> None:
         """Start the best ready op on each idle stream."""
         comp_q, comm_q = self.ready
-        if e.comp_node < 0 and comp_q:
+        if e.comp_node < 0 and comp_q and e.launched(comp_q[0][2]):
             e.launch(heapq.heappop(comp_q)[2], COMPUTE_STREAM)
         while comm_q:
             s = e.idle_comm_stream()
-            if s < 0:
+            if s < 0 or not e.launched(comm_q[0][2]):
                 break
             e.launch(heapq.heappop(comm_q)[2], s)
 
@@ -408,6 +450,7 @@ def list_schedule(
     delayed: Iterable[int] | None = None,
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,
+    launch_overhead_us: float = 0.0,
 ) -> Timeline:
     """Lancet's list scheduler (lancet-algorithms.md §5.1), deterministic.
 
@@ -415,7 +458,7 @@ def list_schedule(
     `weight_update_first(graph)`): held back until nothing else can run. Raises ValueError
     if the graph has a cycle.
     """
-    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown)
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
     prio = [0.0] * n if priorities is None else list(priorities)
     if len(prio) != n:
         raise ValueError(f"{len(prio)} priorities for a graph of {n} ops")
@@ -424,7 +467,7 @@ def list_schedule(
         if not 0 <= i < n:
             raise ValueError(f"delayed node {i} out of range")
         held[i] = True
-    engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown)
+    engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
     return _run(engine, _ListPolicy(graph.is_comm, prio, held))
 
 

@@ -1,8 +1,10 @@
-"""Simulator options: number of communication streams and the overlap slowdown.
+"""Simulator options: number of communication streams, the overlap slowdown and the launch
+overhead.
 
 No process-wide defaults: a pass takes them from its options, else from the module's
-`lancet.comm_streams` / `lancet.overlap_slowdown` attributes (which `lancet-opt
---comm-streams/--overlap-slowdown` set), else the built-in defaults (1 stream, no slowdown).
+`lancet.comm_streams` / `lancet.overlap_slowdown` / `lancet.launch_overhead_us` attributes
+(which `lancet-opt --comm-streams/--overlap-slowdown/--launch-overhead-us` set), else the
+built-in defaults (1 stream, no slowdown, free launches).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class SimOptions:
 
     num_comm_streams: int = 1
     overlap_slowdown: float = 1.0
+    launch_overhead_us: float = 0.0
+    """Host time per op launch (sim/engine.py "Launch overhead"); 0 = today's behaviour."""
 
     def __post_init__(self) -> None:
         if self.num_comm_streams < 1:
@@ -38,12 +42,15 @@ class SimOptions:
             )
         if not (math.isfinite(self.overlap_slowdown) and self.overlap_slowdown >= 1.0):
             raise ValueError(f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}")
+        if not (math.isfinite(self.launch_overhead_us) and self.launch_overhead_us >= 0.0):
+            raise ValueError(f"launch overhead must be finite and >= 0, got {self.launch_overhead_us}")
 
 
 def resolve_sim_options(
     num_comm_streams: int | None = None,
     overlap_slowdown: float | None = None,
     base: SimOptions | None = None,
+    launch_overhead_us: float | None = None,
 ) -> SimOptions:
     """Explicit values where given, `base`'s (default: the built-in defaults) elsewhere;
     ValueError for bad values."""
@@ -51,6 +58,7 @@ def resolve_sim_options(
     return SimOptions(
         base.num_comm_streams if num_comm_streams is None else num_comm_streams,
         base.overlap_slowdown if overlap_slowdown is None else float(overlap_slowdown),
+        base.launch_overhead_us if launch_overhead_us is None else float(launch_overhead_us),
     )
 
 
@@ -70,7 +78,15 @@ def module_sim_options(module: Operation) -> SimOptions:
         if not (math.isfinite(value) and value >= 1.0):
             raise UserError(f"{attrs.OVERLAP_SLOWDOWN}: expected a finite number >= 1.0, got {slowdown}")
         factor = value
+    overhead_attr = module.attributes.get(attrs.LAUNCH_OVERHEAD_US)
+    overhead = None
+    if overhead_attr is not None:
+        value = (float(overhead_attr.value.data) if isinstance(overhead_attr, IntegerAttr | FloatAttr)
+                 else math.nan)
+        if not (math.isfinite(value) and value >= 0.0):
+            raise UserError(f"{attrs.LAUNCH_OVERHEAD_US}: expected a finite number >= 0, got {overhead_attr}")
+        overhead = value
     try:
-        return resolve_sim_options(num, factor)
+        return resolve_sim_options(num, factor, launch_overhead_us=overhead)
     except ValueError as exc:  # e.g. more streams than MAX_COMM_STREAMS
         raise UserError(f"{attrs.COMM_STREAMS}: {exc}") from None

@@ -69,6 +69,9 @@ def register_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
                        help="compute slowdown while communication runs (default 1.0); "
                        "sets lancet.overlap_slowdown")
+    group.add_argument("--launch-overhead-us", type=float, default=None, metavar="US",
+                       help="host time per op launch: an op starts no earlier than launched "
+                       "(default 0: free launches); sets lancet.launch_overhead_us")
     group.add_argument("--comm-streams", type=positive_int, default=None, metavar="N",
                        help="communication streams of the simulator (default 1, as in Lancet); "
                        "sets lancet.comm_streams")
@@ -138,6 +141,9 @@ def check_flags(args: argparse.Namespace) -> None:
     if gbps is not None and not (math.isfinite(gbps) and gbps > 0):
         raise UserError(f"--network-gbps: must be a finite number > 0, got {gbps}")
     _checked_slowdown(getattr(args, "overlap_slowdown", None))
+    overhead = getattr(args, "launch_overhead_us", None)
+    if overhead is not None and not (math.isfinite(overhead) and overhead >= 0):
+        raise UserError(f"--launch-overhead-us: must be finite and >= 0, got {overhead}")
 
 
 def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
@@ -158,7 +164,8 @@ def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
         if count is not None:
             out[name] = IntegerAttr(int(count), i64)
     for flag, name in (("network_gbps", attrs.NETWORK_GBPS),
-                       ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN)):
+                       ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN),
+                       ("launch_overhead_us", attrs.LAUNCH_OVERHEAD_US)):
         number = getattr(args, flag, None)
         if number is not None:
             out[name] = FloatAttr(float(number), Float64Type())
@@ -363,6 +370,8 @@ def _report(
     )
     report["num_comm_streams"] = sim.num_comm_streams
     report["overlap_slowdown"] = sim.overlap_slowdown
+    if sim.launch_overhead_us:  # only when used: reports without it stay as they were
+        report["launch_overhead_us"] = sim.launch_overhead_us
     report["costing"] = {
         "pass": costing.costing_spec() if not isinstance(costing, _ModuleCosting) else None,
         **config.describe(),

@@ -107,7 +107,8 @@ def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
         if st.info[j].step == st.step and o.ts > ready + tol:
             waiting.append((ready + tol, o.ts))
     busy = _union([(o.ts, o.ts + o.dur) for o in ops])
-    wait = _union(waiting)
+    lo = ops[st.prev_last].ts + ops[st.prev_last].dur if st.prev_last >= 0 else st.step_ts
+    wait = _union([(max(a, lo), b) for a, b in waiting])
     return _length(wait) - _intersect(wait, busy)
 
 
