@@ -142,14 +142,29 @@ class CudaBackend:
 
         return run
 
-    def time(self, fn: Callable[[], Any], warmup: int, iters: int) -> list[float]:
-        """Durations in µs between events recorded around each of `iters` runs."""
+    def time(
+        self, fn: Callable[[], Any], warmup: int, iters: int, deadline: float | None = None
+    ) -> list[float]:
+        """Durations in µs between events recorded around each of up to `iters` runs (after up
+        to `warmup` runs); no run starts at or after `deadline` (time.monotonic)."""
+        import time
+
         rt = runtime_module()
+
+        def late() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
         for _ in range(warmup):
+            if late():
+                break
             fn()
+            if deadline is not None:  # the deadline bounds device time, not launches
+                check_cuda(rt.cudaStreamSynchronize(self._stream), "cudaStreamSynchronize")
         check_cuda(rt.cudaStreamSynchronize(self._stream), "cudaStreamSynchronize")
-        samples = []
+        samples: list[float] = []
         for _ in range(iters):
+            if late():
+                break
             check_cuda(rt.cudaEventRecord(self._start, self._stream), "cudaEventRecord")
             fn()
             check_cuda(rt.cudaEventRecord(self._end, self._stream), "cudaEventRecord")

@@ -1,10 +1,9 @@
 """`lancet-profile measure`: time every distinct op key of a module on a real back-end.
 
 For each distinct op key (`keys.op_key`) of the module's compute ops, the back-end runs the
-kernel `warmup` times unmeasured and then `iters` times measured, in rounds over all keys
-(see `measure_with_stats`), with BLAS threads pinned; each key's samples are summarized by
-`robust.robust_summary` (outliers rejected, then the profile layer's trimmed mean) into a
-ProfileDB. Back-ends:
+kernel in rounds over all keys (see `measure_with_stats`), with BLAS threads pinned; each key's
+samples are summarized by `robust.robust_summary` (outliers rejected, then the profile layer's
+trimmed mean) into a ProfileDB. Back-ends:
 
 * `cpu` (`numpy_backend.py`): the kernel registry's numpy implementation, wall-clock time;
 * `cuda` (`cuda_backend.py`): the same implementations on CuPy arrays, timed with CUDA events
@@ -13,39 +12,37 @@ ProfileDB. Back-ends:
 What is measured: ops with a kernel in the registry (`comp.*`). Collectives are *not*
 measured by either back-end: their times come from comm tables (`lancet-profile
 from-nccl-tests`, the shipped XLA tables). Other ops without a kernel are listed in a note.
-Inputs are synthetic and deterministic (`--seed`): floats uniform in [0.5, 1.5) (positive,
+Inputs are synthetic and deterministic (`seed`): floats uniform in [0.5, 1.5) (positive,
 so no kernel produces NaN, e.g. Adam's square root); integers (ids, labels) in
 [0, b) with b the smallest dimension of the op's float operands (or its `num_embeddings`),
-so that every index is valid.
+so that every index is valid. A key's inputs exist only while that key is timed: they are
+made afresh in each round and freed after it, so memory holds one key's arrays at a time.
 
-Under mpiexec every rank measures (the cuda back-end on GPU `rank % device count`) and the
-ranks' profiles are averaged with `mpi_sync.sync_profile`; rank 0 writes the result. With
-`{rank}` in `-o` every rank writes its own profile instead (for a later `sync`); without
-mpiexec `{rank}` is 0.
+Bounds (`MeasureOptions`): `max_seconds` bounds the whole measurement, warm-ups included
+(each run is checked against the deadline; a key that got no run in time is reported as
+unmeasured, not guessed); `max_memory` skips the keys whose estimated peak (`key_peak_bytes`)
+is above it, and without it a key that would not fit in the memory available now is refused
+up front (`check_memory_plan`). The command (argument checks, loading, MPI, writing) is in
+`command.py`; the options' errors name the parameters (`iters`), the tool names its flags.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation
 from xdsl.traits import IsTerminator
 
 from lancet_mlir.cost.keys import op_key
 from lancet_mlir.cost.profile_db import ProfileDB
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
-from lancet_mlir.support.errors import AgreedError, UserError, one_line
-from lancet_mlir.support.files import commit_outputs
-from lancet_mlir.support.mpi_job import fault_point
-
-TOOL = "lancet-profile"
+from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
+from lancet_mlir.support.errors import OptionError, UserError, one_line
 
 
 class Backend(Protocol):
@@ -58,13 +55,54 @@ class Backend(Protocol):
         """A zero-argument callable that runs `op`'s kernel once on `inputs`."""
         ...
 
-    def time(self, fn: Callable[[], Any], warmup: int, iters: int) -> list[float]:
-        """`iters` measured durations (µs) of `fn` after `warmup` unmeasured runs."""
+    def time(
+        self, fn: Callable[[], Any], warmup: int, iters: int, deadline: float | None = None
+    ) -> list[float]:
+        """Up to `iters` measured durations (µs) of `fn` after up to `warmup` unmeasured runs;
+        no run starts at or after `deadline` (time.monotonic), so fewer may come back."""
         ...
 
     def metadata(self) -> dict[str, Any]:
         """Back-end facts recorded in the profile (device name, library versions, ...)."""
         ...
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How to measure; invalid values raise OptionError naming the field."""
+
+    warmup: int = 5
+    """Unmeasured runs per key before its timed runs (see `round_plan`)."""
+    iters: int = 20
+    """Timed runs per key (fewer when `max_seconds` runs out)."""
+    seed: int = 0
+    """Seed of the synthetic inputs."""
+    rounds: int = 3
+    """The timed runs are split into this many rounds over all keys."""
+    max_seconds: float | None = None
+    """Time budget of the whole measurement, warm-ups included."""
+    threads: int | None = 1
+    """BLAS threads (threadpoolctl); None leaves them alone."""
+    max_memory: int | None = None
+    """Bytes: keys whose estimated peak is above it are not measured (reported as such)."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "warmup": self.warmup >= 0,
+            "iters": self.iters >= 1,
+            "seed": self.seed >= 0,
+            "rounds": self.rounds >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                low = 0 if name in ("warmup", "seed") else 1
+                raise OptionError(name, f"must be >= {low}, got {getattr(self, name)}")
+        if self.max_seconds is not None and not (math.isfinite(self.max_seconds) and self.max_seconds > 0):
+            raise OptionError("max_seconds", f"must be a finite number > 0, got {self.max_seconds}")
+        if self.threads is not None and self.threads < 1:
+            raise OptionError("threads", f"must be >= 1 (or None: not pinned), got {self.threads}")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise OptionError("max_memory", f"must be >= 1 byte, got {self.max_memory}")
 
 
 @dataclass
@@ -74,15 +112,23 @@ class OpCatalog:
     measurable: dict[str, Operation] = field(default_factory=dict)
     collectives: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    unregistered: list[str] = field(default_factory=list)
+    """Names of ops no dialect defines (parsed with allow_unregistered)."""
 
 
 def catalog_ops(module: ModuleOp) -> OpCatalog:
     """Sort every op of the module's function bodies into measurable / collective / other."""
+    from xdsl.dialects.builtin import UnregisteredOp
+
     from lancet_mlir.dialects.comp import kernel_of
 
     cat = OpCatalog()
     seen: set[str] = set()
     for op in module.walk():
+        if isinstance(op, UnregisteredOp):  # it claims every trait, IsTerminator too
+            if op.op_name.data not in cat.unregistered:
+                cat.unregistered.append(op.op_name.data)
+            continue
         if op.regions or op.has_trait(IsTerminator) or op is module:
             continue
         key = op_key(op)
@@ -98,6 +144,7 @@ def catalog_ops(module: ModuleOp) -> OpCatalog:
     cat.measurable = dict(sorted(cat.measurable.items()))
     cat.collectives.sort()
     cat.unsupported.sort()
+    cat.unregistered.sort()
     return cat
 
 
@@ -118,7 +165,8 @@ def _int_bound(op: Operation) -> int:
 
 
 def synthetic_inputs(op: Operation, seed: int) -> list[np.ndarray]:
-    """Deterministic operand values of `op` (see the module doc)."""
+    """Deterministic operand values of `op` (see the module doc), made in their own dtype
+    (no float64 copy of a large f32 operand)."""
     from lancet_mlir.dialects.comp import tensor_sig
     from lancet_mlir.runtime.kernels import numpy_dtype
 
@@ -130,12 +178,58 @@ def synthetic_inputs(op: Operation, seed: int) -> list[np.ndarray]:
         dtype = numpy_dtype(sig.dtype)
         if dtype.kind == "f":
             # positive values keep every kernel finite (e.g. Adam's sqrt of the second moment)
-            out.append(rng.uniform(0.5, 1.5, size=sig.shape).astype(dtype))
+            made = np.dtype(np.float64 if dtype == np.float64 else np.float32)
+            a = rng.random(size=sig.shape, dtype=made)  # type: ignore[call-overload]
+            a += 0.5
+            out.append(a if made == dtype else a.astype(dtype))
         elif dtype.kind == "b":
-            out.append(rng.integers(0, 2, size=sig.shape).astype(dtype))
+            out.append(rng.integers(0, 2, size=sig.shape, dtype=np.uint8).astype(dtype))
         else:
-            out.append(rng.integers(0, bound, size=sig.shape).astype(dtype))
+            out.append(rng.integers(0, bound, size=sig.shape, dtype=dtype))
     return out
+
+
+TEMPORARIES = 6
+"""Kernel temporaries as multiples of an op's largest array (`key_peak_bytes`): numpy's
+Adam, GELU and layer norm backward make up to six arrays of their input's size."""
+
+
+KEY_OVERHEAD = 64 * 1024
+"""Bytes of Python objects per timed key (the closure, the samples), whatever its arrays."""
+
+
+def key_peak_bytes(op: Operation) -> int:
+    """Estimated peak bytes of timing one key: its inputs, its outputs and TEMPORARIES copies
+    of its largest array (an upper bound of what the numpy kernels allocate,
+    test_measure_bounds checks it against tracemalloc)."""
+    sizes = [tensor_bytes(v.type) for v in (*op.operands, *op.results)]
+    return KEY_OVERHEAD + sum(sizes) + TEMPORARIES * max(sizes, default=0)
+
+
+class MemoryRefused(UserError):
+    """Some keys need more memory than is available and no bound skips them."""
+
+
+def check_memory_plan(cat: OpCatalog, options: MeasureOptions) -> list[str]:
+    """The keys `options.max_memory` skips; MemoryRefused when a key that would be measured
+    needs more than the memory available now (one line naming the largest)."""
+    from lancet_mlir.runtime.limits import available_memory_bytes, format_bytes
+
+    peaks = {key: key_peak_bytes(op) for key, op in cat.measurable.items()}
+    skipped = sorted(k for k, b in peaks.items() if options.max_memory is not None and b > options.max_memory)
+    kept = {k: b for k, b in peaks.items() if k not in skipped}
+    if not kept:
+        return skipped
+    largest = max(kept, key=lambda k: (kept[k], k))
+    have = available_memory_bytes()
+    if kept[largest] > have:
+        over = sum(1 for b in kept.values() if b > have)
+        raise MemoryRefused(
+            f"measuring {largest} needs about {format_bytes(kept[largest])} of memory but only "
+            f"{format_bytes(have)} is available ({over} op key{'s' if over != 1 else ''} "
+            "need more than that)"
+        )
+    return skipped
 
 
 @dataclass
@@ -151,7 +245,16 @@ class MeasureStats:
     rejected: int = 0
     """Samples dropped as outliers, over all keys."""
     budget_hit: bool = False
-    """True when --max-seconds stopped the measurement before `iters` runs per key."""
+    """True when max_seconds stopped the measurement before `iters` runs per key."""
+    unmeasured: list[str] = field(default_factory=list)
+    """Keys that got no timed run before the deadline."""
+    too_large: list[str] = field(default_factory=list)
+    """Keys skipped because their estimated peak is above max_memory."""
+
+    @property
+    def measured(self) -> int:
+        """Keys with at least one sample."""
+        return self.keys - len(self.unmeasured) - len(self.too_large)
 
 
 def round_sizes(iters: int, rounds: int, budget: bool) -> list[int]:
@@ -164,119 +267,154 @@ def round_sizes(iters: int, rounds: int, budget: bool) -> list[int]:
     return [base + (1 if r < extra else 0) for r in range(rounds)]
 
 
+def round_plan(options: MeasureOptions) -> list[tuple[int, int]]:
+    """(warm-up runs, timed runs) per key in each round. The full warm-up comes in the first
+    round, except under a time budget, whose first round is one cold timed run per key (so
+    every key gets a sample early) and whose second round has the warm-up; later rounds,
+    whose inputs are made afresh, warm up once (when `warmup` > 0)."""
+    budget = options.max_seconds is not None
+    sizes = round_sizes(options.iters, options.rounds, budget)
+    full = 1 if budget and len(sizes) > 1 else 0
+    again = min(1, options.warmup)
+    return [(0 if r < full else options.warmup if r == full else again, n) for r, n in enumerate(sizes)]
+
+
 def measure_module(
-    module: ModuleOp, backend: Backend, **options: Any
+    module: ModuleOp, backend: Backend, options: MeasureOptions | None = None, **fields: Any
 ) -> tuple[ProfileDB, OpCatalog]:
-    """Measure every measurable op key of `module` with `backend` (options: see
-    `measure_with_stats`)."""
-    db, cat, _ = measure_with_stats(module, backend, **options)
+    """Measure every measurable op key of `module` with `backend` (see `measure_with_stats`)."""
+    db, cat, _ = measure_with_stats(module, backend, options, **fields)
     return db, cat
 
 
 def measure_with_stats(
     module: ModuleOp,
     backend: Backend,
+    options: MeasureOptions | None = None,
     *,
-    warmup: int = 5,
-    iters: int = 20,
-    seed: int = 0,
     world_size: int | None = None,
-    rounds: int = 3,
-    max_seconds: float | None = None,
-    threads: int | None = 1,
     progress: Callable[[int, int, str], None] | None = None,
+    began: float | None = None,
+    **fields: Any,
 ) -> tuple[ProfileDB, OpCatalog, MeasureStats]:
     """Measure every measurable op key of `module` with `backend`; also say how it went.
 
-    The keys are measured in rounds (every key once per round, `iters` runs split over
-    the rounds, the warm-up in the first), so a slow phase of the machine hits all keys
-    alike and the rounds give the run-to-run spread. With `max_seconds`, every key is timed
-    once and then further rounds run while time is left. BLAS threads are pinned to
-    `threads` (threadpoolctl; None leaves them alone). Each key's samples are summarized by
-    `robust.robust_summary` (outliers rejected, trimmed mean); the profile metadata records
-    the statistic, the per-key median and spread, and `measure_stats` how the run went.
+    `options` (or its fields as keywords: `iters=4`) say how. The keys are measured in
+    rounds (`round_plan`: every key once per round, its inputs made before and freed after),
+    so a slow phase of the machine hits all keys alike and the rounds give the run-to-run
+    spread. `max_seconds` counts from `began` (time.monotonic; default: now) and bounds
+    every run, warm-ups included; keys without a sample are left out of the profile and
+    listed in `stats.unmeasured` and the metadata. BLAS threads are pinned to `threads`.
+    Each key's samples are summarized by `robust.robust_summary`; the profile metadata records
+    the statistic, the per-key median and spread, and how the run went.
     `progress(done, total, key)` is called after each key of each round.
     """
-    import time
-
     from threadpoolctl import threadpool_limits
 
     from lancet_mlir.measure.robust import robust_summary, round_spread
 
-    if iters < 1:
-        raise UserError(f"--iters must be >= 1, got {iters}")
-    if warmup < 0:
-        raise UserError(f"--warmup must be >= 0, got {warmup}")
+    opts = options if options is not None else MeasureOptions(**fields)
     cat = catalog_ops(module)
-    sizes = round_sizes(iters, rounds, max_seconds is not None)
-    samples: dict[str, list[list[float]]] = {key: [] for key in cat.measurable}
     stats = MeasureStats(keys=len(cat.measurable))
-    began = time.monotonic()
-    prepared: dict[str, Callable[[], Any]] = {}
-    limits = {} if threads is None else {"limits": threads}
+    stats.too_large = check_memory_plan(cat, opts)
+    keys = {k: op for k, op in cat.measurable.items() if k not in stats.too_large}
+    plan = round_plan(opts)
+    start = time.monotonic() if began is None else began
+    deadline = None if opts.max_seconds is None else start + opts.max_seconds
+    samples: dict[str, list[list[float]]] = {key: [] for key in keys}
+    pace = RunPace()
+    limits = {} if opts.threads is None else {"limits": opts.threads}
     with threadpool_limits(**limits):  # type: ignore[arg-type]
-        for r, size in enumerate(sizes):
-            if r > 0 and _over(began, max_seconds):
-                stats.budget_hit = True
-                break
-            for n, (key, op) in enumerate(cat.measurable.items()):
-                if r > 0 and _over(began, max_seconds):
-                    stats.budget_hit = True
-                    break
-                samples[key].append(_time_key(backend, prepared, key, op, seed,
-                                              warmup if r == 0 else 0, size))  # fmt: skip
-                if progress is not None:
-                    progress(r * len(cat.measurable) + n + 1, len(sizes) * len(cat.measurable), key)
-            else:
+        leading = True  # every round so far timed every key in full
+        for r, (warmup, size) in enumerate(plan):
+            complete = _measure_round(backend, keys, samples, pace, opts.seed, warmup, size, deadline,
+                                      lambda n, key, r=r: progress and progress(
+                                          r * len(keys) + n + 1, len(plan) * len(keys), key))  # fmt: skip
+            leading = leading and complete
+            if leading:
                 stats.rounds = r + 1
-                continue
-            break
-    stats.seconds = time.monotonic() - began
+            if not complete:
+                stats.budget_hit = True
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    stats.seconds = time.monotonic() - start
+    stats.unmeasured = sorted(k for k, parts in samples.items() if not parts)
     db = ProfileDB()
     per_key: dict[str, dict[str, float | int]] = {}
     for key, parts in samples.items():
+        if not parts:
+            continue
         robust = robust_summary([x for part in parts for x in part])
         db.entries[key] = robust.entry
         stats.rejected += robust.rejected
         per_key[key] = {"median_us": round(robust.median_us, 3), "spread": round(robust.spread, 4),
                         "rejected": robust.rejected}  # fmt: skip
-    totals = [
-        sum(_median(parts[r]) for parts in samples.values()) for r in range(stats.rounds)
-    ]
+    totals = [sum(_median(parts[r]) for parts in samples.values()) for r in range(stats.rounds)]
     stats.spread = round_spread(totals)
     db.metadata.update(backend.metadata())
     db.metadata.update(
         {
             "backend": backend.name,
             "device": backend.device,
-            "warmup": warmup,
-            "iters": iters,
-            "seed": seed,
+            "warmup": opts.warmup,
+            "iters": opts.iters,
+            "seed": opts.seed,
             "collectives": "not measured (use comm tables)",
             "statistic": STATISTIC,
-            "blas_threads": threads if threads is not None else "not pinned",
+            "blas_threads": opts.threads if opts.threads is not None else "not pinned",
             "rounds": stats.rounds,
             "run_to_run_spread": round(stats.spread, 4),
-            "max_seconds": max_seconds,
+            "max_seconds": opts.max_seconds,
             "budget_exhausted": stats.budget_hit,
             "key_stats": per_key,
         }
     )
+    if stats.unmeasured:
+        db.metadata["unmeasured_keys"] = stats.unmeasured
+    if stats.too_large:
+        db.metadata["max_memory"] = opts.max_memory
+        db.metadata["keys_over_max_memory"] = stats.too_large
     if world_size is not None:
         db.metadata["world_size"] = world_size
     return db, cat, stats
 
 
+class RunPace:
+    """Predicts a key's run time from the keys timed so far, so that under a time budget a
+    key whose one run would end past the deadline is not started (a run cannot be stopped).
+
+    The work of an op is its FLOPs plus its bytes (`cost.roofline.op_flops_bytes`); the pace
+    is the slowest seconds-per-work seen, for the op's kernel when one of its keys ran, else
+    over all keys (a cautious guess: an unknown key is predicted as slow as the slowest)."""
+
+    def __init__(self) -> None:
+        self.by_kernel: dict[str, float] = {}
+        self.slowest = 0.0
+
+    @staticmethod
+    def _work(op: Operation) -> float:
+        from lancet_mlir.cost.roofline import op_flops_bytes
+
+        counted = op_flops_bytes(op)
+        return 1.0 + (sum(counted) if counted is not None else 0.0)
+
+    def observe(self, op: Operation, samples_us: list[float]) -> None:
+        """Record the runs of one key (µs)."""
+        if not samples_us:
+            return
+        pace = min(samples_us) * 1e-6 / self._work(op)
+        self.by_kernel[op.name] = max(self.by_kernel.get(op.name, 0.0), pace)
+        self.slowest = max(self.slowest, pace)
+
+    def predict(self, op: Operation) -> float:
+        """Seconds one run of `op` is expected to take (0 before anything ran)."""
+        return self._work(op) * self.by_kernel.get(op.name, self.slowest)
+
+
 STATISTIC = (
     "mean after rejecting samples beyond 3.5 scaled MADs of the median and trimming 6.25% "
-    "at each end (profile/robust.py)"
+    "at each end (measure/robust.py)"
 )
-
-
-def _over(began: float, max_seconds: float | None) -> bool:
-    import time
-
-    return max_seconds is not None and time.monotonic() - began >= max_seconds
 
 
 def _median(values: list[float]) -> float:
@@ -285,258 +423,56 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def _measure_round(
+    backend: Backend,
+    keys: dict[str, Operation],
+    samples: dict[str, list[list[float]]],
+    pace: RunPace,
+    seed: int,
+    warmup: int,
+    size: int,
+    deadline: float | None,
+    progress: Callable[[int, str], object],
+) -> bool:
+    """One round over the keys; False when the deadline cut it short or a key was skipped
+    because its run was predicted to end past the deadline."""
+    complete = True
+    for n, (key, op) in enumerate(keys.items()):
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return False
+        if deadline is not None and pace.predict(op) > deadline - now:
+            complete = False  # its run would end past the deadline: not started
+            continue
+        got = _time_key(backend, key, op, seed, warmup, size, deadline)
+        pace.observe(op, got)
+        if got:
+            samples[key].append(got)
+        if len(got) < size:
+            return False
+        progress(n, key)
+    return complete
+
+
 def _time_key(
     backend: Backend,
-    prepared: dict[str, Callable[[], Any]],
     key: str,
     op: Operation,
     seed: int,
     warmup: int,
     iters: int,
+    deadline: float | None,
 ) -> list[float]:
-    """`iters` timed runs of one key (prepared once, on first use)."""
+    """Up to `iters` timed runs of one key on freshly made inputs, freed on return."""
     try:
-        fn = prepared.get(key)
-        if fn is None:
-            fn = prepared[key] = backend.prepare(op, synthetic_inputs(op, seed))
-        return backend.time(fn, warmup, iters)
+        fn = backend.prepare(op, synthetic_inputs(op, seed))
+        try:
+            return backend.time(fn, warmup, iters, deadline)
+        finally:
+            del fn  # the inputs live in the closure: free them before the next key
     except UserError:
         raise
+    except MemoryError as exc:
+        raise UserError(f"{key}: out of memory while measuring it") from exc
     except Exception as exc:  # noqa: BLE001 - name the op key that failed
         raise UserError(f"{key}: {backend.name} back-end failed: {one_line(exc)}") from exc
-
-
-# ---- the command ---------------------------------------------------------------------------------
-
-
-def check_measure_args(args: argparse.Namespace) -> None:
-    """Checks of `measure`'s arguments that need no input (run on every rank under mpiexec)."""
-    from lancet_mlir.support.mpi_util import under_mpiexec
-
-    if under_mpiexec() and args.module == "-":
-        raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
-    _check_output(args.output)
-
-
-def _load(path: str, world_size: int | None = None) -> ModuleOp:
-    from xdsl.context import Context
-    from xdsl.dialects import get_all_dialects as xdsl_dialects
-    from xdsl.parser import Parser
-
-    from lancet_mlir.cost.fileio import read_text
-    from lancet_mlir.dialects import get_all_dialects
-    from lancet_mlir.dialects.checks import check_module
-
-    fault_point("read")
-    text = read_text(path)  # `-`: stdin, like lancet-run (`lancet-model ... | ... measure -`)
-    if path == "-":
-        path = "<stdin>"
-    ctx = Context(allow_unregistered=True)
-    for name, factory in {**xdsl_dialects(), **get_all_dialects()}.items():
-        ctx.register_dialect(name, factory)
-    try:
-        module = Parser(ctx, text, path).parse_module()
-        if world_size is not None:
-            # verify against the world size the profile will claim: a module built for 8
-            # ranks whose collective shapes need 8 does not verify with --world-size 3
-            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world_size, 64)
-        module.verify()
-        check_module(module)
-        fault_point("verify")
-    except Exception as exc:  # noqa: BLE001 - one line naming the file
-        message = one_line(exc)
-        raise UserError(message if message.startswith(path) else f"{path}: {message}") from exc
-    return module
-
-
-def _world_size(module: ModuleOp, override: int | None) -> int | None:
-    if override is not None:
-        return override
-    attr = module.attributes.get(WORLD_SIZE_ATTR)
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
-
-
-def make_backend(name: str, rank: int = 0) -> Backend:
-    """The back-end called `name` ('cpu' or 'cuda'); UserError when it cannot run here."""
-    if name == "cpu":
-        from lancet_mlir.measure.numpy_backend import NumpyBackend
-
-        return NumpyBackend()
-    if name == "cuda":
-        from lancet_mlir.measure.cuda_backend import CudaBackend
-
-        return CudaBackend.for_rank(rank)
-    raise UserError(f"unknown back-end '{name}' (choices: cpu, cuda)")
-
-
-def _notes(cat: OpCatalog, backend: str) -> list[str]:
-    notes = []
-    if cat.collectives:
-        notes.append(
-            f"{len(cat.collectives)} collective op key(s) not measured by the {backend} back-end "
-            "(comm tables cover collectives)"
-        )
-    if cat.unsupported:
-        notes.append(
-            f"{len(cat.unsupported)} op key(s) without a kernel not measured, e.g. "
-            f"{cat.unsupported[0]}"
-        )
-    return notes
-
-
-def measure_command(args: argparse.Namespace) -> int:
-    """`lancet-profile measure MODULE --backend cpu|cuda [-o FILE]` (see the module doc)."""
-    from lancet_mlir.support.mpi_util import under_mpiexec
-
-    if under_mpiexec():
-        return _measure_mpi(args)
-    if args.output is not None and "{rank}" in args.output:
-        args.output = args.output.replace("{rank}", "0")  # one process is rank 0
-    _check_output(args.output)  # before measuring, which may take minutes
-    module = _load(args.module, args.world_size)
-    backend = make_backend(args.backend)
-    db, cat, stats = _measure_with_progress(module, backend, args, announce=True)
-    db.metadata["source"] = _source_name(args.module)
-    _write(db, args.output)
-    sys.stderr.write(f"{TOOL}: {summary_line(stats)}\n")
-    for note in _notes(cat, args.backend):
-        sys.stderr.write(f"{TOOL}: note: {note}\n")
-    return 0
-
-
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "warmup": args.warmup,
-        "iters": args.iters,
-        "seed": args.seed,
-        "rounds": getattr(args, "rounds", 3),
-        "max_seconds": getattr(args, "max_seconds", None),
-        "threads": getattr(args, "threads", 1) or None,
-    }
-
-
-def _measure_with_progress(
-    module: ModuleOp, backend: Backend, args: argparse.Namespace, *, announce: bool
-) -> tuple[ProfileDB, OpCatalog, MeasureStats]:
-    """Measure with a progress bar on a terminal; `announce` says up front what it will do."""
-    from lancet_mlir.support.progress import ProgressBar
-
-    options = _options(args)
-    keys = len(catalog_ops(module).measurable)
-    if announce:
-        sys.stderr.write(f"{TOOL}: {plan_line(keys, backend.name, options)}\n")
-        sys.stderr.flush()
-    rounds = len(round_sizes(options["iters"], options["rounds"], options["max_seconds"] is not None))
-    with ProgressBar("measuring", keys * rounds) as bar:
-        return measure_with_stats(module, backend, world_size=_world_size(module, args.world_size),
-                                  progress=bar.update, **options)  # fmt: skip
-
-
-def plan_line(keys: int, backend: str, options: dict[str, Any]) -> str:
-    """What measure is about to do: keys, runs, rounds, threads, budget."""
-    threads = options["threads"]
-    pinned = f"BLAS threads pinned to {threads}" if threads else "BLAS threads not pinned"
-    budget = f", at most {options['max_seconds']:g} s" if options["max_seconds"] is not None else ""
-    rounds = len(round_sizes(options["iters"], options["rounds"], options["max_seconds"] is not None))
-    return (
-        f"measuring {keys} op key{'s' if keys != 1 else ''} on {backend}: {options['warmup']} "
-        f"warm-up + {options['iters']} timed runs each in {rounds} round"
-        f"{'s' if rounds != 1 else ''}{budget}; {pinned}"
-    )
-
-
-def summary_line(stats: MeasureStats) -> str:
-    """How the measurement went, in one line."""
-    line = f"measured {stats.keys} op keys in {stats.seconds:.1f} s"
-    if stats.rounds >= 2:
-        line += f"; run-to-run spread of the iteration total {stats.spread:.1%} over {stats.rounds} rounds"
-    if stats.rejected:
-        line += f"; {stats.rejected} outlier sample{'s' if stats.rejected != 1 else ''} rejected"
-    if stats.budget_hit:
-        line += "; --max-seconds reached: some keys have fewer runs than --iters"
-    return line
-
-
-def _check_output(output: str | None) -> None:
-    if output is not None:
-        from lancet_mlir.support.files import check_output_folder
-
-        check_output_folder(output)
-
-
-def _source_name(path: str) -> str:
-    return "<stdin>" if path == "-" else os.path.basename(path)
-
-
-def _write(db: ProfileDB, output: str | None) -> None:
-    if output is None:
-        sys.stdout.write(db.to_json_text())
-        sys.stdout.flush()
-        return
-    db.save(output)
-
-
-def _measure_mpi(args: argparse.Namespace) -> int:
-    """Every rank measures, the profiles are averaged, rank 0 writes (all fail together;
-    rank 0 prints the one error line, the other ranks exit 1 silently)."""
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    try:
-        return _measure_mpi_body(args, comm)
-    except AgreedError:
-        if comm.Get_rank() == 0:
-            raise
-        raise SystemExit(1) from None
-
-
-def _write_per_rank(db: ProfileDB, pattern: str, comm: Any) -> int:
-    """`-o 'prof.{rank}.json'` under mpiexec: every rank writes its own (unaveraged) profile,
-    ready for `lancet-profile sync`."""
-    from lancet_mlir.measure.mpi_sync import raise_if_any_failed
-
-    error = None
-    try:
-        db.save(pattern.replace("{rank}", str(comm.Get_rank())))  # staged until all agree
-    except Exception as exc:  # noqa: BLE001 - every rank must hear of it
-        error = one_line(exc)
-    raise_if_any_failed(comm, error)
-    commit_outputs()
-    return 0
-
-
-def _measure_mpi_body(args: argparse.Namespace, comm: Any) -> int:
-    from lancet_mlir.measure.mpi_sync import raise_if_any_failed, sync_profile
-
-    rank = comm.Get_rank()
-    db: ProfileDB | None = None
-    cat = OpCatalog()
-    stats = MeasureStats()
-    error: str | None = None
-    try:
-        module = _load(args.module, args.world_size)
-        backend = make_backend(args.backend, rank)
-        db, cat, stats = _measure_with_progress(module, backend, args, announce=rank == 0)
-        db.metadata["source"] = _source_name(args.module)
-    except Exception as exc:  # noqa: BLE001 - every rank must hear of it
-        error = one_line(exc)
-    raise_if_any_failed(comm, error)
-    assert db is not None
-    if args.output is not None and "{rank}" in args.output:
-        return _write_per_rank(db, args.output, comm)
-    synced = sync_profile(db, comm)
-    error = None
-    try:
-        fault_point("write")
-        if rank == 0:
-            _write(synced, args.output)  # staged: committed once every rank agreed
-    except Exception as exc:  # noqa: BLE001
-        error = one_line(exc)
-    raise_if_any_failed(comm, error)
-    if rank == 0:
-        commit_outputs()
-        sys.stderr.write(f"{TOOL}: rank 0 {summary_line(stats)}\n")
-        for note in _notes(cat, args.backend):
-            sys.stderr.write(f"{TOOL}: note: {note}\n")
-    return 0
-

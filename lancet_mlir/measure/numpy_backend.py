@@ -36,12 +36,19 @@ class NumpyBackend:
         run = kernel_runner(kernel, kernel_params(op))
         return lambda: run(inputs)
 
-    def time(self, fn: Callable[[], Any], warmup: int, iters: int) -> list[float]:
-        """Wall-clock durations in µs of `iters` calls after `warmup` calls."""
+    def time(
+        self, fn: Callable[[], Any], warmup: int, iters: int, deadline: float | None = None
+    ) -> list[float]:
+        """Wall-clock durations in µs of up to `iters` calls after up to `warmup` calls; no
+        call starts at or after `deadline` (time.monotonic)."""
         for _ in range(warmup):
+            if deadline is not None and time.monotonic() >= deadline:
+                return []
             fn()
         samples = []
         for _ in range(iters):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
             start = time.perf_counter_ns()
             fn()
             samples.append((time.perf_counter_ns() - start) / 1000.0)

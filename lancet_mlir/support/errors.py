@@ -12,6 +12,20 @@ class UserError(Exception):
     """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
 
 
+class OptionError(UserError):
+    """A bad value of a library option, naming the parameter (`iters`, `max_seconds`); a tool
+    re-raises it naming its own flag (`flag_error`: `--iters`, `--max-seconds`)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        self.param = param
+        self.reason = message
+        super().__init__(f"{param}: {message}")
+
+    def for_flag(self, flag: str | None = None) -> UserError:
+        """The same error naming the command-line flag (default: `--` + param with dashes)."""
+        return UserError(f"{flag or '--' + self.param.replace('_', '-')}: {self.reason}")
+
+
 class OpError(PassFailedException):
     """A problem with one op of the input, raised by a check or a pass.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,11 @@ from lancet_mlir.tools.errors import UserError, run_cli
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from lancet_mlir.measure.command import MeasureJob
+
 TOOL = "lancet-profile"
+STARTED = time.monotonic()
+"""When the command started (module import): `measure --max-seconds` counts from here."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="split the timed runs into rounds over all keys; the rounds give the "
                    "run-to-run spread")
     p.add_argument("--max-seconds", type=positive_float, default=None, metavar="S",
-                   help="time budget: every key is timed once, then rounds run while time is left")
+                   help="time budget of the whole command, warm-ups included: every key is timed "
+                   "once, then rounds run while time is left; keys not reached are reported")
+    p.add_argument("--max-memory", type=byte_size, default=None, metavar="SIZE",
+                   help="skip (and report) the op keys whose estimated peak memory is above SIZE "
+                   "(e.g. 3GiB); without it a key that does not fit in the free memory is refused")
+    p.add_argument("--allow-unregistered-dialect", action="store_true",
+                   help="accept ops no dialect defines (they are not measured, and listed)")
     p.add_argument("--threads", type=non_negative_int, default=1, metavar="N",
                    help="BLAS threads during measurement (threadpoolctl); 0 leaves them alone")
 
@@ -176,9 +187,9 @@ def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     _check_paths(args)
     if args.command == "measure":
-        from lancet_mlir.measure.measure import check_measure_args
+        from lancet_mlir.measure.command import check_job
 
-        check_measure_args(args)
+        check_job(measure_job(args))
     return args
 
 
@@ -196,11 +207,32 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 # ---- subcommands ---------------------------------------------------------------------------------
+def measure_job(args: argparse.Namespace, began: float | None = None) -> MeasureJob:
+    """`measure`'s flags as the library's typed job (its option errors name our flags)."""
+    from lancet_mlir.measure.command import MeasureJob
+    from lancet_mlir.measure.measure import MeasureOptions
+    from lancet_mlir.support.errors import OptionError
+
+    try:
+        options = MeasureOptions(warmup=args.warmup, iters=args.iters, seed=args.seed,
+                                 rounds=args.rounds, max_seconds=args.max_seconds,
+                                 threads=args.threads or None, max_memory=args.max_memory)  # fmt: skip
+    except OptionError as exc:
+        raise exc.for_flag() from None
+    return MeasureJob(module=args.module, backend=args.backend, output=args.output,
+                      world_size=args.world_size, options=options, began=began,
+                      allow_unregistered=args.allow_unregistered_dialect)  # fmt: skip
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     """Delegate to the measurement back-ends."""
-    from lancet_mlir.measure.measure import measure_command
+    from lancet_mlir.measure.command import run_measure
+    from lancet_mlir.measure.measure import MemoryRefused
 
-    return measure_command(args) or 0
+    try:
+        return run_measure(measure_job(args, STARTED)) or 0
+    except MemoryRefused as exc:
+        raise UserError(f"{exc}; --max-memory SIZE skips the op keys above SIZE") from None
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -29,7 +28,10 @@ from lancet_mlir.cost.roofline import matmul_time_us
 from lancet_mlir.dialects.comp import build_op
 from lancet_mlir.dialects.kernels import get_kernel
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.measure import command as measure_command
 from lancet_mlir.measure import measure
+from lancet_mlir.measure.command import MeasureJob
+from lancet_mlir.measure.measure import MeasureOptions
 from lancet_mlir.measure.numpy_backend import NumpyBackend
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.kernels import run_kernel
@@ -179,9 +181,9 @@ def test_flat_comm_table_grows_at_link_bandwidth_above_its_range(tmp_path: Path)
 
 
 # ---- tools: fail before the long work, stdin, argument checks ---------------------------------------
-def _measure_args(module: str, output: str | None) -> argparse.Namespace:
-    return argparse.Namespace(module=module, backend="cpu", output=output, warmup=0, iters=1,
-                              seed=0, world_size=None)  # fmt: skip
+def _measure_args(module: str, output: str | None) -> MeasureJob:
+    return MeasureJob(module=module, backend="cpu", output=output,
+                      options=MeasureOptions(warmup=0, iters=1))
 
 
 def test_measure_checks_the_output_folder_before_measuring(
@@ -193,12 +195,12 @@ def test_measure_checks_the_output_folder_before_measuring(
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("measured although the output cannot be written")
 
-    monkeypatch.setattr(measure, "measure_module", never)
+    monkeypatch.setattr(measure_command, "measure_with_stats", never)
     bad = tmp_path / "no" / "p.json"
     with pytest.raises(UserError, match=f"{bad}: folder does not exist"):
-        measure.measure_command(_measure_args(str(src), str(bad)))
+        measure_command.run_measure(_measure_args(str(src), str(bad)))
     with pytest.raises(UserError, match=f"{tmp_path}: is a folder"):
-        measure.measure_command(_measure_args(str(src), str(tmp_path)))
+        measure_command.run_measure(_measure_args(str(src), str(tmp_path)))
 
 
 def test_measure_reads_the_module_from_stdin(
@@ -206,7 +208,7 @@ def test_measure_reads_the_module_from_stdin(
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(STEP))
     out = tmp_path / "p.json"
-    measure.measure_command(_measure_args("-", str(out)))
+    measure_command.run_measure(_measure_args("-", str(out)))
     db = ProfileDB.load(out)
     assert db.metadata["source"] == "<stdin>"
     assert sorted(db.entries) == [
