@@ -2,8 +2,8 @@
 topological order (`topological_order`).
 
 Two graph types satisfy `Graph`: `DataflowGraph` (`graph/dataflow.py`, one block of IR and
-its edges) and `Problem` (`graph/problem.py`, the same edges as plain data with per-node
-durations and roles, what the optimizers, the simulator's tests and the benchmarks build).
+its edges) and `Problem` (here: the same edges as plain data with per-node durations and
+roles; what the optimizers, the simulator's tests and the benchmarks build).
 Every algorithm that orders nodes by a priority (launch order by start time, the order
 closest to a preferred one, a block order realising two stream chains) calls
 `topological_order` with a `key` instead of running its own Kahn loop.
@@ -12,8 +12,12 @@ closest to a preferred one, a block order realising two stream chains) calls
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+A2A_KINDS = frozenset({"all_to_all", "all_to_allv"})
+"""Collective kinds whose windows dW computation can fill (the MoE exchanges)."""
 
 
 class Graph(Protocol):
@@ -84,3 +88,71 @@ def topological_order(
     if len(order) != n:
         raise ValueError("graph has a cycle")
     return order
+
+
+@dataclass
+class Problem:
+    """A DAG as plain data with per-node durations (µs), collective kinds and optional roles.
+
+    `comm_kind[v]` is the collective kind (`allreduce`, `all_to_all`, ...) or None for
+    compute; `role[v]` the op's `lancet.role` (`fwd`, `dx`, `dw`, `update`) or None.
+    """
+
+    preds: list[list[int]]
+    succs: list[list[int]]
+    comm_kind: list[str | None]
+    durations: list[float]
+    role: list[str | None] = field(default_factory=list)
+    is_comm: list[bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.preds)
+        if not self.role:
+            self.role = [None] * n
+        if not (len(self.succs) == len(self.comm_kind) == len(self.durations) == len(self.role) == n):
+            raise ValueError("problem lists differ in length")
+        self.is_comm = [k is not None for k in self.comm_kind]
+
+    @classmethod
+    def from_edges(
+        cls,
+        durations: Sequence[float] | int,
+        edges: Iterable[tuple[int, int]],
+        comm: Iterable[int] | dict[int, str] | None = None,
+        role: dict[int, str] | None = None,
+    ) -> Problem:
+        """Build from (producer, consumer) pairs. `durations` gives one µs value per node,
+        or the number of nodes (all durations 0); `comm` maps collectives to their kind (a
+        plain iterable makes them allreduces); ValueError on a self edge."""
+        if isinstance(durations, int):
+            durations = [0.0] * durations
+        n = len(durations)
+        preds: list[set[int]] = [set() for _ in range(n)]
+        for p, c in edges:
+            if p == c:
+                raise ValueError(f"self edge on node {p}")
+            preds[c].add(p)
+        pred_lists = [sorted(s) for s in preds]
+        succs: list[list[int]] = [[] for _ in range(n)]
+        for c, ps in enumerate(pred_lists):
+            for p in ps:
+                succs[p].append(c)
+        kinds: list[str | None] = [None] * n
+        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm or (), "allreduce")
+        for v, k in comm_map.items():
+            kinds[v] = k
+        roles: list[str | None] = [None] * n
+        for v, r in (role or {}).items():
+            roles[v] = r
+        return cls(pred_lists, succs, kinds, [float(d) for d in durations], roles)
+
+    def __len__(self) -> int:
+        return len(self.preds)
+
+    def is_a2a(self, v: int) -> bool:
+        """True for all-to-all exchanges (the windows of dW scheduling)."""
+        return self.comm_kind[v] in A2A_KINDS
+
+    def is_allreduce(self, v: int) -> bool:
+        """True for all-reduces (gradient synchronisation)."""
+        return self.comm_kind[v] == "allreduce"

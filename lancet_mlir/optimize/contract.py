@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.graph.core import Problem
 
 
 def contract(problem: Problem, groups: Sequence[Sequence[int]], fused_durations: Sequence[float]) -> tuple[Problem, list[int]]:

@@ -31,7 +31,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lancet_mlir.graph.core import topological_order
+from lancet_mlir.graph.core import Problem, topological_order
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     bits_of,
@@ -39,7 +39,6 @@ from lancet_mlir.optimize.chains import (
     evaluate_chains,
     reachability,
 )
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import Timeline, list_schedule, weight_update_first
 
 

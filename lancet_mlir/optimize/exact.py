@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lancet_mlir.graph.core import topological_order
-from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.graph.core import Problem, topological_order
 
 MAX_STATES_PER_SET = 64
 """Dominance memo size per placed set (older states are kept; a full list admits new

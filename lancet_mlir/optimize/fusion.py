@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains
-from lancet_mlir.optimize.problem import Problem
 
 
 @dataclass

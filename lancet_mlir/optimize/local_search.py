@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains, reachability, resume_point
-from lancet_mlir.optimize.problem import Problem
 
 STEP_OFFSETS = (1, 2, 3, 5, 9, 17, 33, 65)
 """How far (in chain positions) a move shifts an op: near moves first, then doubling jumps."""

@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import block_order, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.fusion import plan_noncritical_fusion
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.optimize.ranks import rank_list_schedule
 from lancet_mlir.optimize.search import search_schedule
 from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lancet_mlir.graph.core import topological_order
-from lancet_mlir.optimize.problem import Problem
+from lancet_mlir.graph.core import Problem, topological_order
 from lancet_mlir.sim import Timeline, list_schedule
 
 

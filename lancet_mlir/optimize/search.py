@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     block_order,
@@ -33,7 +34,6 @@ from lancet_mlir.optimize.chains import (
 )
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.local_search import improve
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.optimize.ranks import rank_list_schedule
 from lancet_mlir.optimize.tail import defer_to_tail
 

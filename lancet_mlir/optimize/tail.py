@@ -18,6 +18,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     block_order,
@@ -27,7 +28,6 @@ from lancet_mlir.optimize.chains import (
 )
 from lancet_mlir.optimize.dw import topological_by_preference
 from lancet_mlir.optimize.local_search import improve
-from lancet_mlir.optimize.problem import Problem
 
 MAX_DEFERRED = 8
 """Most ops one deferral moves (the latest candidates first)."""

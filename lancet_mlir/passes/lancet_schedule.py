@@ -15,11 +15,11 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir import attrs
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number

@@ -13,10 +13,10 @@ from lancet_mlir import attrs
 from lancet_mlir.cost.cost_model import CostModel
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
 from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives, fused_collective
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 

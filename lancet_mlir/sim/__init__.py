@@ -1,6 +1,6 @@
 """Timeline simulator: fixed-order evaluation, list scheduling, analysis and trace export.
 
-* `model`: `TaskGraph`, `Timeline` (what a graph provides: `graph.core.Graph`);
+* `model`: `Timeline` (what a graph provides: `graph.core.Graph`);
 * `engine`: `evaluate_fixed_order`, `list_schedule`, `weight_update_first` (the exact
   semantics are in its docstring);
 * `metrics`: busy time, overlap, exposed communication, critical path, lower bound and
@@ -24,12 +24,11 @@ from lancet_mlir.sim.metrics import (
     overlap_us,
     summarize,
 )
-from lancet_mlir.sim.model import COMPUTE_STREAM, TaskGraph, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 __all__ = [
     "COMPUTE_STREAM",
     "ExposedFloor",
-    "TaskGraph",
     "Timeline",
     "TimelineSummary",
     "busy_time",

@@ -3,7 +3,7 @@ compute stream and k communication streams.
 
 Everything here works on plain Python data: a graph given as `preds`/`succs` (lists of node
 indices), `is_comm` flags, and one duration (µs) per node. `DataflowGraph` has that shape;
-`TaskGraph` is a light stand-in for tests and benchmarks. No IR is touched in any loop.
+the plain `graph.core.Problem` too. No IR is touched in any loop.
 
 Streams: stream 0 is the compute stream; collectives run on the communication streams
 1..k. Each stream executes one op at a time.

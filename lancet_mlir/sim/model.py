@@ -1,5 +1,5 @@
-"""The simulator's data model: a plain graph (`TaskGraph`) and the simulated execution of a
-block (`Timeline`). What a graph must provide is `graph.core.Graph`.
+"""The simulator's data model: the simulated execution of a block (`Timeline`). What a graph
+must provide is `graph.core.Graph` (`DataflowGraph` and the plain `graph.core.Problem` do).
 
 Streams: stream 0 is the compute stream (`COMPUTE_STREAM`); collectives run on the
 communication streams 1..k. **Launch order** (`Timeline.order`): all ops sorted by start time;
@@ -11,7 +11,7 @@ comes first (the order is always a topological order of the data and stream-orde
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -19,48 +19,6 @@ from lancet_mlir.graph.core import topological_order
 
 COMPUTE_STREAM = 0
 """Stream id of the compute stream; communication streams are 1..k."""
-
-
-@dataclass
-class TaskGraph:
-    """A plain DAG with the fields the simulator needs (for tests, benchmarks, tools).
-
-    `comm_kind[i]` is the collective kind of a comm node (`allreduce`, `all_to_all`, ...)
-    and None for compute; it drives the default delayed set of `list_schedule`.
-    """
-
-    preds: list[list[int]]
-    succs: list[list[int]]
-    is_comm: list[bool]
-    comm_kind: list[str | None]
-
-    @classmethod
-    def from_edges(
-        cls,
-        num_nodes: int,
-        edges: Iterable[tuple[int, int]],
-        comm: Iterable[int] | dict[int, str] = (),
-    ) -> TaskGraph:
-        """Build from (producer, consumer) pairs; `comm` lists the collectives (a dict maps
-        each to its kind, a plain iterable makes them allreduces)."""
-        kinds: list[str | None] = [None] * num_nodes
-        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm, "allreduce")
-        for i, kind in comm_map.items():
-            kinds[i] = kind
-        pred_sets: list[set[int]] = [set() for _ in range(num_nodes)]
-        for p, c in edges:
-            if p == c:
-                raise ValueError(f"self edge on node {p}")
-            pred_sets[c].add(p)
-        preds = [sorted(s) for s in pred_sets]
-        succs: list[list[int]] = [[] for _ in range(num_nodes)]
-        for c, ps in enumerate(preds):
-            for p in ps:
-                succs[p].append(c)
-        return cls(preds, succs, [k is not None for k in kinds], kinds)
-
-    def __len__(self) -> int:
-        return len(self.preds)
 
 
 @dataclass

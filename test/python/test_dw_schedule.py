@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule, fill_allreduce_gaps, label_dw
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.blocks import simulate_module
 

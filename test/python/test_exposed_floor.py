@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.flow import max_flow
 from lancet_mlir.optimize.exact import exact_schedule
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
 from lancet_mlir.sim.floor import exposed_comm_floor
 

@@ -27,12 +27,11 @@ import lancet_mlir
 from lancet_mlir.dialects.comm import element_bytes
 from lancet_mlir.dialects.dtypes import DTYPE_BYTES, NUMPY_DTYPES, element_name
 from lancet_mlir.dialects.kernels import dtype_bytes
-from lancet_mlir.graph.core import topological_order
+from lancet_mlir.graph.core import Problem, topological_order
 from lancet_mlir.graph.reach import ancestor_bits, bits_of, descendant_bits
 from lancet_mlir.optimize.chains import reachability
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.runtime.values import numpy_dtype_of
-from lancet_mlir.sim import TaskGraph, TimelineSummary, evaluate_fixed_order, summarize
+from lancet_mlir.sim import TimelineSummary, evaluate_fixed_order, summarize
 
 
 def test_one_dtype_table_serves_comm_registry_and_runtime() -> None:
@@ -142,7 +141,7 @@ def test_one_topological_order() -> None:
 
 
 def test_summary_is_typed() -> None:
-    g = TaskGraph.from_edges(3, [(0, 1), (1, 2)], comm=[1])
+    g = Problem.from_edges(3, [(0, 1), (1, 2)], comm=[1])
     durations = [3.0, 5.0, 2.0]
     summary = summarize(g, durations, evaluate_fixed_order(g, durations))
     assert isinstance(summary, TimelineSummary)

@@ -27,6 +27,7 @@ from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
 from lancet_mlir.cost.roofline import matmul_time_us
 from lancet_mlir.dialects.comp import build_op
 from lancet_mlir.dialects.kernels import get_kernel
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.measure import command as measure_command
 from lancet_mlir.measure import measure
@@ -36,7 +37,7 @@ from lancet_mlir.measure.numpy_backend import NumpyBackend
 from lancet_mlir.runtime import execute
 from lancet_mlir.runtime.kernels import run_kernel
 from lancet_mlir.runtime.loader import load_module
-from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule, summarize
+from lancet_mlir.sim import evaluate_fixed_order, list_schedule, summarize
 from lancet_mlir.sim.trace import chrome_trace
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.mpi_util import mpiexec_argv
@@ -393,12 +394,12 @@ TIMES = st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=1e6))
 
 
 @st.composite
-def _dags(draw: st.DrawFn) -> tuple[TaskGraph, list[float]]:
+def _dags(draw: st.DrawFn) -> tuple[Problem, list[float]]:
     n = draw(st.integers(min_value=1, max_value=20))
     pairs = [(p, c) for c in range(n) for p in range(c)]
     edges = draw(st.lists(st.sampled_from(pairs), max_size=3 * n, unique=True)) if pairs else []
     comm = [i for i in range(n) if draw(st.booleans())]
-    return TaskGraph.from_edges(n, edges, comm), [draw(TIMES) for _ in range(n)]
+    return Problem.from_edges(n, edges, comm), [draw(TIMES) for _ in range(n)]
 
 
 @settings(max_examples=150, deadline=None)

@@ -9,12 +9,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import evaluate_chains, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.exact import exact_schedule
 from lancet_mlir.optimize.fusion import plan_noncritical_fusion
 from lancet_mlir.optimize.pipeline import run_pipeline
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.optimize.ranks import upward_rank
 from lancet_mlir.sim import evaluate_fixed_order
 

@@ -13,9 +13,9 @@ from xdsl.dialects.func import FuncOp
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
-from lancet_mlir.sim import TaskGraph
 from lancet_mlir.sim.blocks import simulate_module
 from lancet_mlir.sim.profiled_schedule import profiled_fifo_schedule
 
@@ -107,7 +107,7 @@ def test_simulate_module_labels_nested_blocks_and_bare_ops() -> None:
 # ---- lancet-schedule ---------------------------------------------------------------------------
 def test_profiled_fifo_schedule_decision() -> None:
     # a(3) -> r(5) -> u(2), b(4): input order 14 µs, list order a b r u: 10 µs
-    g = TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm=[1])
+    g = Problem.from_edges(4, [(0, 1), (1, 2)], comm=[1])
     decision = profiled_fifo_schedule(g, [3.0, 5.0, 2.0, 4.0])
     assert decision.order == [0, 3, 1, 2]
     assert (decision.input_makespan_us, decision.output_makespan_us) == (14.0, 10.0)

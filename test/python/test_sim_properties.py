@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.sim import (
-    TaskGraph,
     Timeline,
     critical_path,
     evaluate_fixed_order,
@@ -23,17 +23,17 @@ POSITIVE = st.integers(min_value=1, max_value=12).map(lambda k: k * 0.5)
 
 
 @st.composite
-def dags(draw: st.DrawFn, positive: bool = False) -> tuple[TaskGraph, list[float]]:
+def dags(draw: st.DrawFn, positive: bool = False) -> tuple[Problem, list[float]]:
     """A random DAG whose node order is topological (edges go from lower to higher index)."""
     n = draw(st.integers(min_value=1, max_value=12))
     pairs = [(p, c) for c in range(n) for p in range(c)]
     edges = draw(st.lists(st.sampled_from(pairs), max_size=2 * n, unique=True)) if pairs else []
     comm = [i for i in range(n) if draw(st.booleans())]
     durations = [draw(POSITIVE if positive else DURATIONS) for _ in range(n)]
-    return TaskGraph.from_edges(n, edges, comm), durations
+    return Problem.from_edges(n, edges, comm), durations
 
 
-def longest_path_with_stream_edges(g: TaskGraph, d: list[float]) -> float:
+def longest_path_with_stream_edges(g: Problem, d: list[float]) -> float:
     """Independent reference: one comm stream, both streams in node order; every edge
     (data or stream order) goes forward in node order, so one forward DP is exact."""
     n = len(g)
@@ -48,7 +48,7 @@ def longest_path_with_stream_edges(g: TaskGraph, d: list[float]) -> float:
     return max(finish, default=0.0)
 
 
-def check_valid(g: TaskGraph, tl: Timeline, d: list[float], slowdown: float = 1.0) -> None:
+def check_valid(g: Problem, tl: Timeline, d: list[float], slowdown: float = 1.0) -> None:
     """Dependencies, stream kinds, stream exclusivity and durations of a timeline."""
     n = len(g)
     for c in range(n):

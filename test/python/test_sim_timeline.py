@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.sim import (
-    TaskGraph,
     busy_time,
     critical_path,
     evaluate_fixed_order,
@@ -20,18 +20,18 @@ from lancet_mlir.sim import (
 from lancet_mlir.sim.engine import _fixed_order_events
 
 
-def two_branches() -> tuple[TaskGraph, list[float]]:
+def two_branches() -> tuple[Problem, list[float]]:
     """a(3) -> allreduce r(5) -> update u(2);  b(6) -> c(1) -> allreduce r2(5).
 
     Nodes: a=0, r=1, u=2, b=3, c=4, r2=5.
     """
-    g = TaskGraph.from_edges(6, [(0, 1), (1, 2), (3, 4), (4, 5)], comm=[1, 5])
+    g = Problem.from_edges(6, [(0, 1), (1, 2), (3, 4), (4, 5)], comm=[1, 5])
     return g, [3.0, 5.0, 2.0, 6.0, 1.0, 5.0]
 
 
-def brief_example() -> tuple[TaskGraph, list[float]]:
+def brief_example() -> tuple[Problem, list[float]]:
     """a(3) -> allreduce r(5) -> update u(2), and an independent compute b(4)."""
-    g = TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm=[1])
+    g = Problem.from_edges(4, [(0, 1), (1, 2)], comm=[1])
     return g, [3.0, 5.0, 2.0, 4.0]
 
 
@@ -135,7 +135,7 @@ def test_list_schedule_without_delay_uses_readiness_then_priority() -> None:
 
 
 def test_list_schedule_detects_cycles() -> None:
-    g = TaskGraph.from_edges(2, [(0, 1), (1, 0)])
+    g = Problem.from_edges(2, [(0, 1), (1, 0)])
     with pytest.raises(ValueError, match="never ran"):
         list_schedule(g, [1.0, 1.0])
 
@@ -170,7 +170,7 @@ def test_exposed_comm_overlap_and_lower_bound() -> None:
 def test_exposed_comm_with_two_streams_counts_the_union() -> None:
     # two independent 4 µs collectives on two streams, a 1 µs compute: comm union [0,4],
     # compute [0,1] -> exposed 3
-    g = TaskGraph.from_edges(3, [], comm=[1, 2])
+    g = Problem.from_edges(3, [], comm=[1, 2])
     tl = evaluate_fixed_order(g, [1.0, 4.0, 4.0], num_comm_streams=2)
     assert tl.stream == [0, 1, 2]
     assert exposed_comm_us(tl) == 3.0
@@ -183,7 +183,7 @@ def test_exposed_comm_with_two_streams_counts_the_union() -> None:
 def test_two_comm_streams_run_collectives_concurrently() -> None:
     # a(1) -> r1(4), r2(4) -> u(1). One stream: r1 [1,5], r2 [5,9], u [9,10].
     # Two streams: r1 [1,5] on 1, r2 [1,5] on 2, u [5,6].
-    g = TaskGraph.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)], comm=[1, 2])
+    g = Problem.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)], comm=[1, 2])
     d = [1.0, 4.0, 4.0, 1.0]
     assert evaluate_fixed_order(g, d).makespan_us == 10.0
     tl = evaluate_fixed_order(g, d, num_comm_streams=2)
@@ -198,7 +198,7 @@ def test_two_comm_streams_run_collectives_concurrently() -> None:
 def test_collective_goes_to_stream_that_frees_earliest() -> None:
     # c1(4), c2(2), c3(1) independent: c1 -> stream 1 [0,4], c2 -> stream 2 [0,2],
     # c3 -> stream 2 (frees at 2 < 4): [2,3]
-    g = TaskGraph.from_edges(3, [], comm=[0, 1, 2])
+    g = Problem.from_edges(3, [], comm=[0, 1, 2])
     d = [4.0, 2.0, 1.0]
     for tl in (
         evaluate_fixed_order(g, d, num_comm_streams=2),
@@ -215,7 +215,7 @@ def test_collective_goes_to_stream_that_frees_earliest() -> None:
 def test_slowdown_while_collective_runs() -> None:
     # compute a(3) and collective r(2) both start at 0. With f = 1.5, a progresses 2/1.5
     # during r, then the remaining 3 - 4/3 = 5/3 at full speed: a ends at 2 + 5/3 = 11/3.
-    g = TaskGraph.from_edges(2, [], comm=[1])
+    g = Problem.from_edges(2, [], comm=[1])
     for tl in (
         evaluate_fixed_order(g, [3.0, 2.0], overlap_slowdown=1.5),
         list_schedule(g, [3.0, 2.0], overlap_slowdown=1.5),
@@ -229,7 +229,7 @@ def test_slowdown_while_collective_runs() -> None:
 def test_slowdown_collective_starting_mid_compute() -> None:
     # x(1) -> r(2, comm); a(3) after x on the compute stream. a runs [1, ...], r [1,3]:
     # a is slowed over [1,3] (progress 4/3) and finishes 5/3 later: 3 + 5/3 = 14/3.
-    g = TaskGraph.from_edges(3, [(0, 2)], comm=[2])
+    g = Problem.from_edges(3, [(0, 2)], comm=[2])
     tl = evaluate_fixed_order(g, [1.0, 3.0, 2.0], overlap_slowdown=1.5)
     assert tl.start == [0.0, 1.0, 1.0]
     assert tl.end[0] == 1.0
@@ -239,7 +239,7 @@ def test_slowdown_collective_starting_mid_compute() -> None:
 
 def test_slowdown_compute_inside_collective() -> None:
     # r(4) and a(2) start together; a runs entirely under r: 2 * 1.5 = 3 < 4.
-    g = TaskGraph.from_edges(2, [], comm=[0])
+    g = Problem.from_edges(2, [], comm=[0])
     tl = evaluate_fixed_order(g, [4.0, 2.0], overlap_slowdown=1.5)
     assert tl.end == [4.0, 3.0]
     assert tl.makespan_us == 4.0
@@ -256,7 +256,7 @@ def test_slowdown_one_equals_plain_formula_on_hand_graph() -> None:
 def test_zero_duration_collective_stays_before_its_consumer() -> None:
     # r (comm, 0 µs) -> u (compute): both start at 0; "compute first" would put u before
     # its producer, so the order keeps r first.
-    g = TaskGraph.from_edges(2, [(0, 1)], comm=[0])
+    g = Problem.from_edges(2, [(0, 1)], comm=[0])
     tl = evaluate_fixed_order(g, [0.0, 2.0])
     assert tl.start == [0.0, 0.0]
     assert tl.order == [0, 1]
@@ -265,7 +265,7 @@ def test_zero_duration_collective_stays_before_its_consumer() -> None:
 
 
 def test_empty_graph() -> None:
-    g = TaskGraph.from_edges(0, [])
+    g = Problem.from_edges(0, [])
     tl = evaluate_fixed_order(g, [])
     assert tl.makespan_us == 0.0
     assert tl.order == []

@@ -8,8 +8,9 @@ import time
 
 from helpers import parse
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule
+from lancet_mlir.sim import evaluate_fixed_order, list_schedule
 from lancet_mlir.sim.trace import chrome_trace, gantt_png, gantt_png_blocks, merge_traces
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -22,7 +23,7 @@ def x_events(trace: dict) -> list[dict]:
 def test_one_event_per_timed_op() -> None:
     # a(3) -> r(5, comm) -> u(2), and z (0 µs) after u on the compute stream: z takes no
     # time and gets no event.
-    g = TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm=[1])
+    g = Problem.from_edges(4, [(0, 1), (1, 2)], comm=[1])
     d = [3.0, 5.0, 2.0, 0.0]
     tl = evaluate_fixed_order(g, d)
     trace = json.loads(json.dumps(chrome_trace(g, d, tl)))
@@ -42,7 +43,7 @@ def test_one_event_per_timed_op() -> None:
 
 
 def test_zero_duration_ops_have_no_event() -> None:
-    g = TaskGraph.from_edges(3, [(0, 1)], comm=[1])
+    g = Problem.from_edges(3, [(0, 1)], comm=[1])
     d = [2.0, 0.0, 1.0]
     trace = chrome_trace(g, d, evaluate_fixed_order(g, d))
     assert sorted(e["args"]["node"] for e in x_events(trace)) == [0, 2]
@@ -92,7 +93,7 @@ def test_trace_of_a_filled_collective_shows_the_bytes_it_is_costed_at() -> None:
 
 
 def test_gantt_png_is_written_atomically(tmp_path) -> None:
-    g = TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm=[1])
+    g = Problem.from_edges(4, [(0, 1), (1, 2)], comm=[1])
     d = [3.0, 5.0, 2.0, 4.0]
     out = tmp_path / "g.png"
     gantt_png(str(out), g, d, list_schedule(g, d), title="hand example")
@@ -104,7 +105,7 @@ def test_gantt_draws_ten_thousand_ops_quickly(tmp_path) -> None:
     # a chain of 5000 compute ops, each feeding a collective
     n = 10_000
     edges = [(i, i + 1) for i in range(0, n - 2, 2)] + [(i, i + 1) for i in range(0, n, 2)]
-    g = TaskGraph.from_edges(n, edges, comm=range(1, n, 2))
+    g = Problem.from_edges(n, edges, comm=range(1, n, 2))
     d = [1.0 + (i % 3) for i in range(n)]
     tl = evaluate_fixed_order(g, d)
     out = tmp_path / "big.png"

@@ -3,8 +3,8 @@ collective, with its all-reduce."""
 
 from __future__ import annotations
 
+from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import evaluate_chains
-from lancet_mlir.optimize.problem import Problem
 from lancet_mlir.optimize.search import search_schedule
 from lancet_mlir.optimize.tail import defer_to_tail, idle_candidates, most_exposed
 
