@@ -8,13 +8,14 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lancet_mlir.sim import TaskGraph, evaluate_fixed_order, list_schedule
+from lancet_mlir.graph.core import Problem
+from lancet_mlir.sim import evaluate_fixed_order, list_schedule
 from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph, replay
 
 
-def _chain() -> TaskGraph:
+def _chain() -> Problem:
     # 0 -> 1 -> 2 (a collective), 3 independent compute
-    return TaskGraph.from_edges(4, [(0, 1), (1, 2)], comm={2: "allreduce"})
+    return Problem.from_edges(4, [(0, 1), (1, 2)], comm={2: "allreduce"})
 
 
 def test_fixed_order_launch_overhead_by_hand() -> None:
@@ -38,17 +39,17 @@ def test_list_schedule_launch_overhead_by_hand() -> None:
 
 
 @st.composite
-def _graphs(draw: st.DrawFn) -> tuple[TaskGraph, list[float]]:
+def _graphs(draw: st.DrawFn) -> tuple[Problem, list[float]]:
     n = draw(st.integers(1, 12))
     edges = [(a, b) for b in range(n) for a in range(b) if draw(st.booleans())]
     comm = {i: "allreduce" for i in range(n) if draw(st.integers(0, 3)) == 0}
     durs = [float(draw(st.integers(0, 20))) for _ in range(n)]
-    return TaskGraph.from_edges(n, edges, comm=comm), durs
+    return Problem.from_edges(n, edges, comm=comm), durs
 
 
 @settings(max_examples=60, deadline=None)
 @given(_graphs(), st.sampled_from([1.0, 1.5]), st.integers(1, 2))
-def test_zero_overhead_is_todays_timeline(case: tuple[TaskGraph, list[float]], f: float, k: int) -> None:
+def test_zero_overhead_is_todays_timeline(case: tuple[Problem, list[float]], f: float, k: int) -> None:
     g, d = case
     base = evaluate_fixed_order(g, d, overlap_slowdown=f, num_comm_streams=k)
     zero = evaluate_fixed_order(g, d, overlap_slowdown=f, num_comm_streams=k, launch_overhead_us=0.0)
@@ -60,7 +61,7 @@ def test_zero_overhead_is_todays_timeline(case: tuple[TaskGraph, list[float]], f
 
 @settings(max_examples=60, deadline=None)
 @given(_graphs(), st.floats(0.5, 10.0))
-def test_overhead_never_faster_and_ops_wait_for_launch(case: tuple[TaskGraph, list[float]], L: float) -> None:
+def test_overhead_never_faster_and_ops_wait_for_launch(case: tuple[Problem, list[float]], L: float) -> None:
     g, d = case
     base = evaluate_fixed_order(g, d)
     tl = evaluate_fixed_order(g, d, launch_overhead_us=L)
