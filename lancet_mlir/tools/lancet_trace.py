@@ -1,11 +1,13 @@
 """lancet-trace: import real profiler traces, replay them against the measurement, what-ifs.
 
-    lancet-trace import rank*.pt.trace.json [--step N] -o step.mlir
+    lancet-trace import rank*.pt.trace.json [--et rank0_et.json ...] [--step N] -o step.mlir
+    lancet-trace import chakra.0.et -o step.mlir          # Chakra .et (protobuf) or JSON
     lancet-trace replay rank*.pt.trace.json [--report r.json] [--costs measured|model]
     lancet-trace whatif trace.json --network-scale 0.5 --compute-scale 1 --launch-overhead-us 0
 
 Kineto traces (PyTorch profiler, .json or .json.gz), one per rank: several ranks' traces are
-coupled at every collective. Errors end with one line on stderr and exit code 1, and write
+coupled at every collective. `--et` adds a PyTorch execution trace's data dependencies; a
+Chakra trace (binary .et or JSON) brings its own (it has durations but no start times). Errors end with one line on stderr and exit code 1, and write
 nothing. docs/user-guide.md "Profiler traces" explains the report.
 """
 
@@ -37,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Kineto trace(s) (.json / .json.gz), one per rank")
         p.add_argument("--step", type=non_negative_int, default=None, metavar="N",
                        help="replay ProfilerStep#N (default: the last step)")
+        p.add_argument("--et", action="append", default=[], metavar="ET.json",
+                       help="PyTorch execution trace of a TRACE (repeat, in TRACE order): adds "
+                       "tensor data dependencies")
 
     p = sub.add_parser("import", help="write the step as MLIR (one op per GPU activity)")
     common(p)
@@ -76,7 +81,7 @@ def _emit(text: str, output: str | None) -> None:
 def _check_paths(args: argparse.Namespace) -> None:
     from lancet_mlir.support.files import check_output_folder, declare_inputs
 
-    declare_inputs(*args.traces)
+    declare_inputs(*args.traces, *args.et)
     for flag, out in (("-o", getattr(args, "output", None)), ("--report", getattr(args, "report", None))):
         if out is not None and out != "-":
             check_output_folder(out, flag, list(args.traces))
@@ -91,7 +96,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from lancet_mlir.importers.traces import load_steps
     from lancet_mlir.importers.traces.build import build_module
 
-    module = build_module(load_steps(args.traces, args.step))
+    module = build_module(load_steps(args.traces, args.step, args.et))
     module.verify()
     text = io.StringIO()
     Printer(stream=text).print_op(module)
@@ -105,7 +110,7 @@ def _report(args: argparse.Namespace) -> dict:
     from lancet_mlir.importers.traces.fidelity import comm_time_fn, model_durations
     from lancet_mlir.importers.traces.report import WhatIf, replay_steps
 
-    steps = load_steps(args.traces, args.step)
+    steps = load_steps(args.traces, args.step, args.et)
     what = WhatIf(getattr(args, "network_scale", 1.0), getattr(args, "compute_scale", 1.0),
                   getattr(args, "launch_overhead_us", None))
     if getattr(args, "pipeline", None):
@@ -114,13 +119,16 @@ def _report(args: argparse.Namespace) -> dict:
                             "(a PyTorch execution trace or a Chakra trace would): reordering is refused; "
                             "order-preserving what-ifs (--network-scale, --compute-scale, "
                             "--launch-overhead-us) still work")
-        raise UserError("--pipeline: running a pipeline on an imported step is not supported yet")
+        if len(steps) > 1:
+            raise UserError("--pipeline: give one rank's trace (a pipeline rewrites one rank's step)")
     comm_time, device = comm_time_fn(steps, args.device)
     durations = None
     fidelity = None
     if args.costs == "model":
         durations, fidelity = model_durations(steps, device)
     report = replay_steps(steps, what, comm_time, durations)
+    if getattr(args, "pipeline", None):
+        report["pipeline"] = _run_pipeline(steps, args.pipeline, device, report)
     report["costs"] = args.costs
     report["device_preset"] = device
     if fidelity is not None:
@@ -128,14 +136,54 @@ def _report(args: argparse.Namespace) -> dict:
     return report
 
 
+def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> dict:
+    """Run `spec` on the step's data-dependency module. The time it saves, as our simulator rates
+    the block order (one compute and one comm stream, no host), comes off the replayed period:
+    an upper bound on the gain of a host-paced step, whose GPU has slack."""
+    from xdsl.context import Context
+    from xdsl.passes import PassPipeline
+
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
+    from lancet_mlir.importers.traces.build import build_module
+    from lancet_mlir.passes import get_all_passes
+    from lancet_mlir.sim.blocks import simulate_module
+
+    module = build_module(steps, data_only=True)
+    model = CostModel.build(CostConfig(device=device))
+
+    def makespan() -> float:
+        return sum(r.summary.makespan_us for r in simulate_module(module, model) if r.top_level)
+
+    before = makespan()
+    try:
+        pipeline = PassPipeline.parse_spec(get_all_passes(), spec)
+    except ValueError as exc:
+        raise UserError(f"--pipeline: {exc}") from None
+    pipeline.apply(Context(allow_unregistered=True), module)
+    after = makespan()
+    base = report.get("replayed_period_us") or report["predicted_period_us"]
+    return {"spec": spec, "simulated_before_us": round(before, 3), "simulated_after_us": round(after, 3),
+            "saved_us": round(before - after, 3), "predicted_period_us": round(base - (before - after), 3),
+            "replayed_period_us": base}
+
+
 def _summary(report: dict) -> str:
     lines = []
     for r in report.get("ranks", [report]):
+        if r["measured_period_us"] is None:
+            lines.append(f"rank {r['rank']}: predicted {r['predicted_period_us']:.1f} us from durations and "
+                         f"dependencies (the trace has no measured times); {r['gpu_ops']} GPU ops")
+            continue
         lines.append(
             f"rank {r['rank']} step {r['step']}: measured {r['measured_period_us']:.1f} us, "
             f"predicted {r['predicted_period_us']:.1f} us ({100 * r['period_error']:+.2f} %), "
             f"start error p50 {r['start_error_p50_us']:.1f} us, GPU-only {r['gpu_only_period_us']:.1f} us"
             + (f"; flags: {', '.join(f.split(':')[0] for f in r['flags'])}" if r["flags"] else ""))
+    pipe = report.get("pipeline")
+    if pipe:
+        lines.append(f"pipeline {pipe['spec']}: {pipe['simulated_before_us']:.1f} -> "
+                     f"{pipe['simulated_after_us']:.1f} us simulated, step {pipe['replayed_period_us']:.1f} -> "
+                     f"{pipe['predicted_period_us']:.1f} us")
     coll = report.get("collectives")
     if coll:
         lines.append(f"{coll['count']} collectives: wire {coll['wire_us_total']:.1f} us of "

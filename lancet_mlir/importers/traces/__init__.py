@@ -12,21 +12,61 @@ docs/formats.md "Profiler traces", reference material in docs/user-guide.md.
 
 from __future__ import annotations
 
+from lancet_mlir.importers.traces.chakra import (
+    chakra_step,
+    is_chakra_binary,
+    is_chakra_json,
+    parse_chakra_binary,
+    parse_chakra_json,
+)
+from lancet_mlir.importers.traces.et import is_pytorch_et
 from lancet_mlir.importers.traces.kineto import is_kineto, load_json, parse_kineto
 from lancet_mlir.importers.traces.step import StepTrace, build_step
 from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.files import read_bytes
 
 
-def load_steps(paths: list[str], step: int | None = None) -> list[StepTrace]:
-    """One `StepTrace` per Kineto trace in `paths` (one per rank), sorted by rank."""
+def _chakra(path: str) -> StepTrace | None:
+    """The step of a binary Chakra `.et` file, or None if `path` is not one."""
+    data = read_bytes(path)
+    if data[:1] in (b"{", b"[", b"\x1f") or not is_chakra_binary(data):
+        return None
+    return chakra_step(parse_chakra_binary(data, path), path)
+
+
+def load_steps(paths: list[str], step: int | None = None, et: list[str] | None = None) -> list[StepTrace]:
+    """One `StepTrace` per Kineto trace in `paths` (one per rank), sorted by rank; `et[i]`, a
+    PyTorch execution trace of the same run, adds data dependencies to `paths[i]`'s step."""
     if not paths:
         raise UserError("no trace given")
+    if et and len(et) != len(paths):
+        raise UserError(f"--et: {len(et)} execution trace(s) for {len(paths)} trace(s): give one per trace, "
+                        "in the same order")
     steps: list[StepTrace] = []
-    for path in paths:
+    for k, path in enumerate(paths):
+        chakra = _chakra(path)
+        if chakra is not None:
+            if et:
+                raise UserError(f"--et: {path} is a Chakra trace, which has its data dependencies already")
+            steps.append(chakra)
+            continue
         doc = load_json(path)
+        if is_chakra_json(doc):
+            steps.append(chakra_step(parse_chakra_json(doc, path), path))
+            continue
+        if is_pytorch_et(doc):
+            raise UserError(f"{path}: a PyTorch execution trace: give it with --et next to its Kineto trace")
         if not is_kineto(doc):
-            raise UserError(f"{path}: not a Kineto trace (no 'traceEvents' list)")
-        steps.append(build_step(parse_kineto(doc, path), step))
+            raise UserError(f"{path}: not a Kineto, Chakra or PyTorch execution trace")
+        raw = parse_kineto(doc, path)
+        st = build_step(raw, step)
+        if et:
+            from lancet_mlir.importers.traces.et import add_data_dependencies, parse_et
+
+            add_data_dependencies(st, raw, parse_et(load_json(et[k]), et[k]))
+        steps.append(st)
+    if len(steps) > 1 and any(s.period_basis == "none" for s in steps):
+        raise UserError("Chakra traces are replayed one at a time (they carry no times to couple ranks by)")
     ranks = [s.rank for s in steps]
     if len(set(ranks)) != len(ranks):
         raise UserError(f"several traces claim the same rank ({sorted(ranks)}): give one per rank")

@@ -72,7 +72,7 @@ def _comm_op(kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SS
     return payload, ReduceScatterOp([payload.results[0]], [ty_out], props)
 
 
-def _rank_func(st: StepTrace, world: int) -> FuncOp:
+def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
     g = st.graph
     ops, info = g.ops, st.info
     order = sorted(range(len(ops)), key=lambda j: (info[j].launch_ts, ops[j].ts, j))
@@ -97,7 +97,7 @@ def _rank_func(st: StepTrace, world: int) -> FuncOp:
         o, inf = ops[j], info[j]
         deps: list[int] = []
         prev = last.get(o.stream)
-        if prev is not None:
+        if prev is not None and not data_only:
             deps.append(prev)
         for d in [*o.deps, *extra.get(j, [])]:
             if d in value and d not in deps:
@@ -156,10 +156,11 @@ def _rank_func(st: StepTrace, world: int) -> FuncOp:
     return func
 
 
-def build_module(steps: list[StepTrace]) -> ModuleOp:
-    """The module of one or several ranks' steps (ranks in rank order)."""
+def build_module(steps: list[StepTrace], data_only: bool = False) -> ModuleOp:
+    """The module of one or several ranks' steps (ranks in rank order). `data_only`: no stream
+    order edges, only event waits, host syncs and data dependencies (what a pass may reorder)."""
     world = max([st.world_size for st in steps] + [len(steps)])
-    funcs = [_rank_func(st, world) for st in sorted(steps, key=lambda s: s.rank)]
+    funcs = [_rank_func(st, world, data_only) for st in sorted(steps, key=lambda s: s.rank)]
     module = ModuleOp(funcs)
     module.attributes[attrs.WORLD_SIZE] = IntegerAttr(world, i64)
     module.attributes["lancet.trace_ranks"] = ArrayAttr([IntegerAttr(s.rank, i64) for s in steps])

@@ -1,0 +1,279 @@
+"""MLCommons Chakra execution traces: the binary `.et` (protobuf) and the JSON form.
+
+The `.et` file is a sequence of varint-length-delimited protobuf messages: one
+`GlobalMetadata`, then `Node`s (mlcommons/chakra `schema/protobuf/et_def.proto`: id = 1,
+name = 2, type = 3, ctrl_deps = 4, data_deps = 5, start_time_micros = 6, duration_micros = 7,
+inputs = 8, outputs = 9, attr = 10). The wire format is decoded here with the standard library
+(varints, fixed 32/64-bit fields, length-delimited fields, packed repeated fields). The JSON
+form holds the same nodes as objects (`{"nodes": [{"id", "name", "type", "ctrl_deps",
+"data_deps", "duration_micros", "attr": [{"name", "int64_val" ...}]}]}`).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from lancet_mlir.importers.traces.step import OpInfo, StepTrace
+from lancet_mlir.sim.replay import GpuOp, RankGraph
+from lancet_mlir.support.errors import UserError
+
+NODE_TYPES = {0: "INVALID_NODE", 1: "METADATA_NODE", 2: "MEM_LOAD_NODE", 3: "MEM_STORE_NODE",
+              4: "COMP_NODE", 5: "COMM_SEND_NODE", 6: "COMM_RECV_NODE", 7: "COMM_COLL_NODE"}
+COMM_TYPES = {0: "allreduce", 1: "reduce", 2: "allgather", 3: "gather", 4: "scatter",
+              5: "broadcast", 6: "all_to_all", 7: "reduce_scatter", 8: "reduce_scatter", 9: "barrier"}
+"""Chakra `CollectiveCommType` -> our collective kinds."""
+_ATTR_VALUE_FIELDS = {3: "double", 5: "float", 7: "int", 9: "int", 11: "int", 13: "int",
+                      15: "sint", 17: "sint", 27: "bool", 29: "string"}
+
+
+@dataclass
+class ChakraNode:
+    """One Chakra node (plain data)."""
+
+    id: int
+    name: str
+    type: str
+    ctrl_deps: list[int]
+    data_deps: list[int]
+    start_us: float
+    duration_us: float
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_gpu(self) -> bool:
+        """GPU work: a compute or collective node not marked as a CPU op."""
+        return self.type in ("COMP_NODE", "COMM_COLL_NODE") and not self.attrs.get("is_cpu_op", False)
+
+
+class _Reader:
+    def __init__(self, data: bytes, source: str):
+        self.data = data
+        self.pos = 0
+        self.source = source
+
+    def varint(self) -> int:
+        shift = 0
+        out = 0
+        data = self.data
+        while True:
+            if self.pos >= len(data):
+                raise UserError(f"{self.source}: truncated Chakra trace (a varint runs past the end)")
+            b = data[self.pos]
+            self.pos += 1
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+            if shift > 70:
+                raise UserError(f"{self.source}: bad Chakra trace (a varint longer than 10 bytes)")
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise UserError(f"{self.source}: truncated Chakra trace (a field runs past the end)")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+
+def _fields(data: bytes, source: str) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of one message: ints for varint/fixed, bytes for
+    length-delimited fields."""
+    r = _Reader(data, source)
+    out: list[tuple[int, int, Any]] = []
+    while r.pos < len(data):
+        key = r.varint()
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((num, 0, r.varint()))
+        elif wire == 1:
+            out.append((num, 1, r.take(8)))
+        elif wire == 2:
+            out.append((num, 2, r.take(r.varint())))
+        elif wire == 5:
+            out.append((num, 5, r.take(4)))
+        else:
+            raise UserError(f"{source}: bad Chakra trace (protobuf wire type {wire})")
+    return out
+
+
+def _packed(value: Any, wire: int, source: str) -> list[int]:
+    if wire == 0:
+        return [value]
+    r = _Reader(value, source)
+    vals = []
+    while r.pos < len(value):
+        vals.append(r.varint())
+    return vals
+
+
+def _attr(data: bytes, source: str) -> tuple[str, Any]:
+    name, value = "", None
+    for num, wire, v in _fields(data, source):
+        if num == 1 and wire == 2:
+            name = v.decode("utf-8", "replace")
+        elif num in _ATTR_VALUE_FIELDS:
+            kind = _ATTR_VALUE_FIELDS[num]
+            if kind == "double" and wire == 1:
+                value = struct.unpack("<d", v)[0]
+            elif kind == "float" and wire == 5:
+                value = struct.unpack("<f", v)[0]
+            elif kind == "int" and wire == 0:
+                value = v - (1 << 64) if v >= 1 << 63 else v
+            elif kind == "sint" and wire == 0:
+                value = (v >> 1) ^ -(v & 1)
+            elif kind == "bool" and wire == 0:
+                value = bool(v)
+            elif kind == "string" and wire == 2:
+                value = v.decode("utf-8", "replace")
+    return name, value
+
+
+def _node(data: bytes, source: str) -> ChakraNode:
+    n = ChakraNode(0, "", "INVALID_NODE", [], [], 0.0, 0.0)
+    for num, wire, v in _fields(data, source):
+        if num == 1 and wire == 0:
+            n.id = v
+        elif num == 2 and wire == 2:
+            n.name = v.decode("utf-8", "replace")
+        elif num == 3 and wire == 0:
+            n.type = NODE_TYPES.get(v, f"TYPE_{v}")
+        elif num == 4:
+            n.ctrl_deps.extend(_packed(v, wire, source))
+        elif num == 5:
+            n.data_deps.extend(_packed(v, wire, source))
+        elif num == 6 and wire == 0:
+            n.start_us = float(v)
+        elif num == 7 and wire == 0:
+            n.duration_us = float(v)
+        elif num == 10 and wire == 2:
+            key, value = _attr(v, source)
+            n.attrs[key] = value
+    return n
+
+
+def is_chakra_binary(data: bytes) -> bool:
+    """Whether `data` starts like a Chakra `.et` (a length-prefixed GlobalMetadata with a
+    version string as field 1)."""
+    try:
+        r = _Reader(data, "")
+        size = r.varint()
+        body = r.take(size)
+        fields = _fields(body, "")
+    except UserError:
+        return False
+    return bool(fields) and all(num in (1, 2) and wire == 2 for num, wire, _ in fields)
+
+
+def parse_chakra_binary(data: bytes, source: str) -> list[ChakraNode]:
+    """The nodes of a `.et` file (after its GlobalMetadata)."""
+    r = _Reader(data, source)
+    nodes: list[ChakraNode] = []
+    first = True
+    while r.pos < len(data):
+        body = r.take(r.varint())
+        if first:
+            first = False
+            continue
+        nodes.append(_node(body, source))
+    if not nodes:
+        raise UserError(f"{source}: a Chakra trace without nodes")
+    return nodes
+
+
+def is_chakra_json(doc: Any) -> bool:
+    """Whether `doc` looks like a Chakra JSON trace (nodes with ctrl/data deps)."""
+    return (isinstance(doc, dict) and isinstance(doc.get("nodes"), list) and "schema" not in doc
+            and all(isinstance(n, dict) for n in doc["nodes"][:1]))
+
+
+def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
+    """The nodes of a Chakra JSON trace."""
+    nodes = []
+    for n in doc.get("nodes", []):
+        if not isinstance(n, dict) or not isinstance(n.get("id"), int):
+            raise UserError(f"{source}: a Chakra node without an integer 'id'")
+        t = n.get("type", 4)
+        attrs = {}
+        for a in n.get("attr", []) or []:
+            if isinstance(a, dict) and "name" in a:
+                vals = [v for k, v in a.items() if k.endswith("_val")]
+                attrs[str(a["name"])] = vals[0] if vals else None
+        nodes.append(ChakraNode(
+            n["id"], str(n.get("name", "")), NODE_TYPES.get(t, str(t)) if isinstance(t, int) else str(t),
+            [int(x) for x in n.get("ctrl_deps", []) or []], [int(x) for x in n.get("data_deps", []) or []],
+            float(n.get("start_time_micros", 0) or 0), float(n.get("duration_micros", 0) or 0), attrs))
+    if not nodes:
+        raise UserError(f"{source}: a Chakra trace without nodes")
+    return nodes
+
+
+def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
+    """The GPU nodes of a Chakra trace as a replayable step: stream order by node id per
+    `tid`, data dependencies followed through CPU nodes to the nearest GPU nodes, and the GPU
+    nodes' own ctrl deps (a cycle in them is an error). Chakra traces carry durations but
+    (in the files seen) no start times, so there is no measured period: `period_basis` "none"."""
+    by_id = {n.id: n for n in nodes}
+    gpu = sorted((n for n in nodes if n.is_gpu), key=lambda n: n.id)
+    if not gpu:
+        raise UserError(f"{source}: no GPU node (a COMP or COMM_COLL node with is_cpu_op false)")
+    index = {n.id: j for j, n in enumerate(gpu)}
+    memo: dict[int, frozenset[int]] = {}
+
+    def gpu_sources(node_id: int) -> frozenset[int]:
+        """The nearest GPU nodes a CPU node's data comes from (iterative, memoised)."""
+        stack = [node_id]
+        while stack:
+            cur = stack[-1]
+            if cur in memo:
+                stack.pop()
+                continue
+            n = by_id.get(cur)
+            pending = [d for d in (n.data_deps if n else []) if d not in index and d not in memo and d in by_id]
+            if pending:
+                if len(stack) > len(by_id):
+                    raise UserError(f"{source}: data_deps form a cycle through node {cur}")
+                stack.extend(pending)
+                continue
+            out: set[int] = set()
+            for d in (n.data_deps if n else []):
+                if d in index:
+                    out.add(d)
+                elif d in memo:
+                    out |= memo[d]
+            memo[cur] = frozenset(out)
+            stack.pop()
+        return memo[node_id]
+
+    streams = sorted({int(n.attrs.get("tid") or 0) for n in gpu})
+    stream_index = {t: k for k, t in enumerate(streams)}
+    ops: list[GpuOp] = []
+    info: list[OpInfo] = []
+    for n in gpu:
+        deps: set[int] = set()
+        for d in n.data_deps:
+            if d in index:
+                deps.add(index[d])
+            elif d in by_id:
+                deps |= {index[x] for x in gpu_sources(d)}
+        for d in n.ctrl_deps:
+            if d in index:
+                deps.add(index[d])
+        deps.discard(index[n.id])
+        comm = n.type == "COMM_COLL_NODE"
+        ops.append(GpuOp(n.name, stream_index[int(n.attrs.get("tid") or 0)], n.start_us, n.duration_us,
+                         deps=sorted(deps), is_comm=comm))
+        kind = COMM_TYPES.get(n.attrs.get("comm_type", -1)) if comm else None
+        info.append(OpInfo(n.name, "comm" if comm else "kernel", 0, float(index[n.id]),
+                           comm_kind=kind, comm_bytes=int(n.attrs.get("comm_size") or 0)))
+    st = StepTrace(source, 0, 1, "", "chakra", 0, 0.0, RankGraph([], ops, 0.0), info,
+                   list(range(len(ops))), -1, 0.0, "none", stream_index=stream_index)
+    st.data_deps = sum(len(o.deps) for o in ops)
+    from lancet_mlir.sim.replay import replay
+
+    try:
+        replay([st.graph], host=False)
+    except ValueError:
+        raise UserError(f"{source}: the GPU nodes' ctrl/data deps form a cycle") from None
+    return st
