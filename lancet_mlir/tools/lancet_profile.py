@@ -3,6 +3,7 @@
     lancet-profile measure model.mlir --backend cpu|cuda -o prof.json
     mpiexec -n 4 lancet-profile sync prof.{rank}.json -o prof.json
     lancet-profile from-nccl-tests alltoall_perf.log -o a2a.csv
+    lancet-profile from-kineto rank0.pt.trace.json [--step N] -o prof.json
     lancet-profile from-lancet profile_x.profile -o prof.json
     lancet-profile from-lancet-csv alltoall_perf_2x8.csv --kind all_to_all --group-size 16 -o a2a.csv
     lancet-profile from-xla xla-collective-perf.csv --device h100 -o comm_h100.csv
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default=None, help="collective kind (default: from the log)")
     p.add_argument("--group-size", type=positive_int, default=None,
                    help="ranks per collective (default: from the log's '#  Rank' lines)")
+
+    p = sub.add_parser("from-kineto", help="profile JSON of the ATen ops of PyTorch profiler traces")
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="Kineto trace(s), .json or .json.gz")
+    p.add_argument("--step", type=non_negative_int, default=None, metavar="N",
+                   help="ProfilerStep#N (default: the last step)")
+    p.add_argument("-o", "--output", default=None, help="profile JSON to write (default: stdout)")
 
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
     p.add_argument("input", metavar="FILE.profile")
@@ -198,7 +205,7 @@ def _check_paths(args: argparse.Namespace) -> None:
     from lancet_mlir.support.files import check_output_folder, declare_inputs
 
     inputs = [getattr(args, name, None) for name in ("module", "input")]
-    inputs += [*getattr(args, "logs", []), *getattr(args, "inputs", [])]
+    inputs += [*getattr(args, "logs", []), *getattr(args, "inputs", []), *getattr(args, "traces", [])]
     inputs = [p for p in inputs if p]
     declare_inputs(*inputs)
     output = getattr(args, "output", None)
@@ -270,6 +277,15 @@ def cmd_from_nccl_tests(args: argparse.Namespace) -> int:
     sources = ", ".join(args.logs)
     _emit(table_csv_text(table, (f"from nccl-tests output: {sources} (in-place times)",)),
           args.output)
+    return 0
+
+
+def cmd_from_kineto(args: argparse.Namespace) -> int:
+    """Measured GPU time per ATen op of a Kineto trace (importers/traces/profile.py)."""
+    from lancet_mlir.importers.traces import load_steps
+    from lancet_mlir.importers.traces.profile import profile_from_steps
+
+    _emit(profile_from_steps(load_steps(args.traces, args.step)).to_json_text(), args.output)
     return 0
 
 
@@ -451,6 +467,7 @@ COMMANDS = {
     "measure": cmd_measure,
     "sync": cmd_sync,
     "from-nccl-tests": cmd_from_nccl_tests,
+    "from-kineto": cmd_from_kineto,
     "from-lancet": cmd_from_lancet,
     "from-lancet-csv": cmd_from_lancet_csv,
     "from-xla": cmd_from_xla,
