@@ -25,6 +25,11 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Trace
 
+    def get_aten() -> Dialect:
+        from lancet_mlir.dialects.aten import Aten
+
+        return Aten
+
     def get_stub(name: str) -> Callable[[], Dialect]:
         def load() -> Dialect:
             from lancet_mlir.dialects.stablehlo_stubs import STUB_DIALECTS
@@ -34,4 +39,4 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
         return load
 
     stubs = {name: get_stub(name) for name in ("sdy", "stablehlo", "mhlo")}
-    return {"comm": get_comm, "comp": get_comp, "trace": get_trace, **stubs}
+    return {"comm": get_comm, "comp": get_comp, "trace": get_trace, "aten": get_aten, **stubs}

@@ -1,0 +1,65 @@
+"""ATen ops that match a `comp` kernel: mm, bmm, softmax (and its gradient), tanh-GELU.
+
+A match keeps the kernel's semantics exactly (e.g. only `gelu(approximate='tanh')` is
+`comp.gelu`; the erf form stays an `aten.op`), and its result type must be the node's:
+anything else becomes the generic op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch.fx import Node
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from lancet_mlir.dialects import comp
+from lancet_mlir.dialects.kernels import KernelError
+
+
+def _dim(node: Node, index: int) -> int:
+    return int(node.args[index])  # type: ignore[arg-type]
+
+
+def _match(node: Node) -> tuple[str, dict[str, Any], list[int]] | None:
+    """(kernel, params, which node args are its inputs) of a matching ATen call."""
+    packet = getattr(node.target, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    if name == "mm":
+        return "matmul", {}, [0, 1]
+    if name == "bmm":
+        return "batch_matmul", {}, [0, 1]
+    if name == "_softmax" and node.args[2] is False:
+        return "softmax", {"axis": _dim(node, 1)}, [0]
+    if name == "_softmax_backward_data":
+        return "softmax_dx", {"axis": _dim(node, 2)}, [0, 1]
+    if name == "gelu" and node.kwargs.get("approximate", "none") == "tanh":
+        return "gelu", {}, [0]
+    return None
+
+
+def kernel_op(
+    node: Node,
+    value_of: Mapping[Node, Mapping[int, SSAValue]],
+    result_types: Sequence[Attribute],
+    annotations: Mapping[str, Attribute],
+) -> Operation | None:
+    """The `comp` op of `node` when it matches a kernel, else None."""
+    match = _match(node)
+    if match is None:
+        return None
+    kernel, params, positions = match
+    inputs: list[SSAValue] = []
+    for i in positions:
+        arg = node.args[i]
+        produced = value_of.get(arg) if isinstance(arg, Node) else None
+        if produced is None or list(produced) != [0]:
+            return None
+        inputs.append(produced[0])
+    try:
+        op = comp.build_op(kernel, inputs, params, dict(annotations))
+    except KernelError:
+        return None
+    if [r.type for r in op.results] != list(result_types):
+        return None
+    return op
