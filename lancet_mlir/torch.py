@@ -82,8 +82,11 @@ def simulate(module: ModuleOp) -> dict[str, float]:
     from lancet_mlir.passes.simulate import SimulatePass
 
     costing = SimulatePass()
-    results = [r for r in simulate_module(module, costing.cost_model(module),
-                                          costing.sim_options(module)) if r.top_level]
+    results = [
+        r
+        for r in simulate_module(module, costing.cost_model(module), costing.sim_options(module))
+        if r.top_level
+    ]
     keys = ("makespan_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_us")
     return {k: float(sum(getattr(r.summary, k) for r in results)) for k in keys}
 
@@ -115,8 +118,9 @@ def optimize(
     if partition not in (None, "none"):
         from lancet_mlir.exporters.torch.moe import partition_moe
 
-        source, imported = partition_moe(gm, imported, partition, world_size=world_size,
-                                         group_ranks=group_ranks)
+        source, imported = partition_moe(
+            gm, imported, partition, world_size=world_size, group_ranks=group_ranks
+        )
         module = imported.module
         _configure(module, cluster, device, profile)
     try:
@@ -162,8 +166,16 @@ def backend(
         import torch.distributed as dist
 
         world = world_size if world_size is not None else dist.get_world_size()
-        done = optimize(gm, world_size=world, pipeline=pipeline, cluster=cluster, device=device,
-                        profile=profile, group_ranks=group_ranks, partition=partition)
+        done = optimize(
+            gm,
+            world_size=world,
+            pipeline=pipeline,
+            cluster=cluster,
+            device=device,
+            profile=profile,
+            group_ranks=group_ranks,
+            partition=partition,
+        )
         if reports is not None:
             reports.append(done.report)
         return done.graph_module

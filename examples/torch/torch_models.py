@@ -65,7 +65,9 @@ LAYER_PARAMS = ("ln1_w", "ln1_b", "wqkv", "wo", "ln2_w", "ln2_b", "wg", "w1", "w
 EXPERT_PARAMS = frozenset({"w1", "w2"})
 
 
-def moe_params(cfg: MoeConfig, seed: int = 0, rank: int = 0, dropless: bool = False) -> list[Tensor]:
+def moe_params(
+    cfg: MoeConfig, seed: int = 0, rank: int = 0, dropless: bool = False
+) -> list[Tensor]:
     """Parameters of every layer (dense ones equal on all ranks, experts per rank)."""
     dense = torch.Generator().manual_seed(seed)
     local = torch.Generator().manual_seed(seed + 1000 + rank)
@@ -112,7 +114,7 @@ def _experts(tokens: Tensor, w1: Tensor, w2: Tensor) -> Tensor:
 
 def capacity_moe(h: Tensor, wg: Tensor, w1: Tensor, w2: Tensor, cfg: MoeConfig) -> Tensor:
     """Top-1 capacity MoE on `[T, d]` tokens: dispatch all-to-all, experts, combine all-to-all."""
-    t, d, e, c, el, w = cfg.tokens, cfg.d, cfg.experts, cfg.capacity, cfg.experts_per_rank, cfg.world
+    d, e, c, el, w = cfg.d, cfg.experts, cfg.capacity, cfg.experts_per_rank, cfg.world
     probs = torch.softmax(h @ wg, dim=-1)
     top = torch.argmax(probs, dim=-1)
     mask = F.one_hot(top, e).to(h.dtype)  # [T, E]
@@ -170,7 +172,10 @@ def _leaves(params: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _sgd_step(
-    params: Sequence[Tensor], grads: Sequence[Tensor], local: Sequence[bool], cfg_world: int,
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    local: Sequence[bool],
+    cfg_world: int,
     lr: float,
 ) -> list[Tensor]:
     """Average the data-parallel gradients (all-reduce), then p - lr * g for every p."""
@@ -192,7 +197,7 @@ def moe_step(cfg: MoeConfig, dropless: bool = False) -> Callable[..., tuple[Tens
         out = _moe_forward(params, x, cfg, moe)
         loss = ((out - target) ** 2).mean()
         grads = torch.autograd.grad(loss, params)
-        return (loss, *_sgd_step(params, grads, local, cfg.world, cfg.lr))
+        return (loss.detach(), *_sgd_step(params, grads, local, cfg.world, cfg.lr))
 
     return step
 
@@ -235,6 +240,6 @@ def ddp_mlp_step(cfg: MlpConfig) -> Callable[..., tuple[Tensor, ...]]:
                 h = torch.relu(h)
         loss = ((h - target) ** 2).mean()
         grads = torch.autograd.grad(loss, params)
-        return (loss, *_sgd_step(params, grads, [False] * len(params), cfg.world, cfg.lr))
+        return (loss.detach(), *_sgd_step(params, grads, [False] * len(params), cfg.world, cfg.lr))
 
     return step

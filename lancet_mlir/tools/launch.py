@@ -73,3 +73,8 @@ def lancet_run() -> NoReturn:
 def lancet_trace() -> NoReturn:
     """`lancet-trace`."""
     _launch("lancet-trace", "lancet_mlir.tools.lancet_trace")
+
+
+def lancet_torch() -> NoReturn:
+    """`lancet-torch`."""
+    _launch("lancet-torch", "lancet_mlir.tools.lancet_torch")

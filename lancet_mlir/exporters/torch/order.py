@@ -5,12 +5,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.fx import Graph, GraphModule, Node
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp
@@ -78,9 +79,9 @@ def _value_key(
 ) -> tuple[str, int] | None:
     if isinstance(value, BlockArgument):
         return placeholders[value.index].name, 0
-    owner = value.owner
-    assert isinstance(owner, Operation)
-    name = _fx_name(owner)
+    if not isinstance(value, OpResult):
+        return None
+    name = _fx_name(value.op)
     if name is None or name not in by_name:
         return None
     return name, result_indices(by_name[name])[value.index]
@@ -106,7 +107,9 @@ def scheduled_nodes(gm: GraphModule, block: Block) -> list[Item]:
             items.append(by_name[name])
             continue
         if isinstance(op, CollectiveOp):
-            items.append(Fused(tuple(_members(op, placeholders, by_name, waiting)), op.group_size() or 1))
+            items.append(
+                Fused(tuple(_members(op, placeholders, by_name, waiting)), op.group_size() or 1)
+            )
             continue
         raise ExportError(f"{op.name}: no FX node stands for this op (unsupported rewrite)")
     return items
@@ -168,7 +171,7 @@ class _Builder:
 
     def _coalesced(self, kind: str, members: Sequence[Node]) -> None:
         first = members[0]
-        rest = tuple(self._arg(a) for a in first.args[1:])
+        rest: tuple[Any, ...] = tuple(self._arg(a) for a in first.args[1:])
         inputs = [self.env[m.args[0]] for m in members]  # type: ignore[index]
         node = self.graph.call_function(_COALESCED[kind], (inputs, *rest))
         node.meta["val"] = [m.meta.get("val") for m in members]

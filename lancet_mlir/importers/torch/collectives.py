@@ -101,16 +101,15 @@ class Groups:
         note = f"group '{name}' taken as consecutive blocks of {size} ranks"
         if note not in self.notes:
             self.notes.append(note)
-        return comm.GroupsAttr(
-            [list(range(s, s + size)) for s in range(0, self.world, size)]
-        )
+        return comm.GroupsAttr([list(range(s, s + size)) for s in range(0, self.world, size)])
 
 
 def _c10d_size(name: str) -> int | None:
     try:
-        from torch.distributed.distributed_c10d import _resolve_process_group
+        import torch.distributed.distributed_c10d as c10d
 
-        return int(_resolve_process_group(name).size())
+        resolve: Any = getattr(c10d, "_resolve_process_group")  # noqa: B009 - private API
+        return int(resolve(name).size())
     except Exception:  # no such group in this process (a graph captured elsewhere)
         return None
 
@@ -131,7 +130,9 @@ def build_collective(
     assert name is not None
     kind = KINDS[name]
     where = f"FX node '{node.name}' ({name})"
-    group_name = str(node.args[-1] if "group_name" not in node.kwargs else node.kwargs["group_name"])
+    group_name = str(
+        node.args[-1] if "group_name" not in node.kwargs else node.kwargs["group_name"]
+    )
     size_arg = None
     if kind in ("allgather", "reduce_scatter"):
         size_arg = int(_arg(node, 2 if kind == "reduce_scatter" else 1, "group_size"))

@@ -130,9 +130,7 @@ def import_fx(
         for v in outs:
             v.name_hint = _hint(node.name)
     block.add_op(func.ReturnOp(*returned))
-    fn = func.FuncOp(
-        FUNC_NAME, (arg_types, [v.type for v in returned]), Region(block)
-    )
+    fn = func.FuncOp(FUNC_NAME, (arg_types, [v.type for v in returned]), Region(block))
     module = ModuleOp([fn], attributes={attrs.WORLD_SIZE: IntegerAttr(world_size, i64)})
     return ImportedGraph(module, {n.name: r for n, r in roles.items()}, groups.notes)
 

@@ -60,7 +60,7 @@ def size_bound(size: Any, where: str) -> tuple[int, bool]:
         if node.has_hint() and not node.expr.free_symbols:
             return int(node.hint), False
         bound = node.shape_env.bound_sympy(node.expr).upper
-        if bound.is_finite:
+        if bound.is_Integer:
             return int(bound), True
         raise UserError(
             f"{where}: the data-dependent size {node.expr} has no upper bound "

@@ -1,0 +1,62 @@
+"""`lancet-torch export`: the written MLIR runs through lancet-opt; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from helpers import BIN, REPO
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+
+
+def test_export_then_lancet_opt(tmp_path: Path) -> None:
+    step = tmp_path / "step.mlir"
+    res = _run(
+        "lancet-torch",
+        "export",
+        "examples/torch/export_step.py:make_step",
+        "--world-size",
+        "2",
+        "-o",
+        str(step),
+    )
+    assert res.returncode == 0, res.stderr
+    text = step.read_text()
+    assert text.count('"comm.all_to_all"') + text.count("comm.all_to_all ") == 4
+    report = tmp_path / "report.json"
+    res = _run(
+        "lancet-opt",
+        "-p",
+        "lancet-schedule{partition=none max-seconds=0.1}",
+        "--cluster",
+        "p3dn",
+        str(step),
+        "--report",
+        str(report),
+        "-o",
+        str(tmp_path / "o.mlir"),
+    )
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(report.read_text())
+    assert summary["makespan_us"] > 0
+    assert 4 < summary["num_collectives"] <= 11  # the 7 all-reduces may be fused into buckets
+
+
+def test_bad_target_is_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "never.mlir"
+    for target, message in [
+        ("no_such.py:make", "no_such.py: no such file"),
+        ("examples/torch/export_step.py:nope", "has no function 'nope'"),
+        ("examples/torch/export_step.py", "expected SCRIPT.py:FUNC"),
+    ]:
+        res = _run("lancet-torch", "export", target, "--world-size", "2", "-o", str(out))
+        assert res.returncode == 1
+        assert res.stderr.count("\n") == 1, res.stderr
+        assert message in res.stderr
+        assert not out.exists()
