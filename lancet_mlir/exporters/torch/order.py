@@ -194,7 +194,8 @@ class _Builder:
         widths = [_numel(m) // size for m in members]
         cat = g.call_function(aten.cat.default, (flat, 1))
         line = g.call_function(aten.reshape.default, (cat, [-1]))
-        sent = g.call_function(_C10D.all_to_all_single.default, (line, None, None, group))
+        splits = [sum(widths)] * size
+        sent = g.call_function(_C10D.all_to_all_single.default, (line, splits, splits, group))
         done = g.call_function(_C10D.wait_tensor.default, (sent,))
         back = g.call_function(aten.reshape.default, (done, [size, -1]))
         parts = g.call_function(aten.split_with_sizes.default, (back, widths, 1))
