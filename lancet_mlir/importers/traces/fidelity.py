@@ -28,11 +28,11 @@ DTYPE_NAMES = {"float": "f32", "double": "f64", "c10::half": "f16", "half": "f16
 def comm_time_fn(steps: list[StepTrace], device: str | None) -> tuple[Callable[[str, int, int], float] | None, str | None]:
     """(the comm table's time of (kind, bytes, group size), the device preset) for the steps'
     GPU; (None, None) if the GPU is not one of our presets."""
-    from lancet_mlir.cost.cost_model import CostConfig, CostModel
-
     name = device or next((p for p in (device_preset(s.device) for s in steps) if p), None)
     if name is None:
         return None, None
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
+
     model = CostModel.build(CostConfig(device=name))
     return (lambda kind, nbytes, group: model.comm.time_us(kind, float(nbytes), group)), model.device.name
 
@@ -122,7 +122,11 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
                 row.append(o.dur)  # the wire part is the comm table's: report.py splits it
                 inf = st.info[j]
                 if comm is not None and inf.comm_kind and inf.comm_bytes and j in target and o.dur > 0:
-                    est = comm(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)
+                    try:
+                        est = comm(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)
+                    except Exception:  # noqa: BLE001 - a kind our tables do not know (sendrecv)
+                        unmodeled["nccl"] = unmodeled.get("nccl", 0) + 1
+                        continue
                     ratios.setdefault("nccl_vs_measured", []).append(est / o.dur)
                 continue
             est = estimate_us(st, j, name)

@@ -209,6 +209,10 @@ def _launch_lag(g: RankGraph, tol: float) -> tuple[float, dict[int, float]]:
     if not per:
         return DEFAULT_LAG_US, {}
     lags = {s: _quantile(v, LAG_QUANTILE) for s, v in per.items()}
+    # an op launched onto a busy stream must not wait longer than any op of its stream did
+    for o in g.ops:
+        if o.launch >= 0 and o.stream in lags:
+            lags[o.stream] = min(lags[o.stream], max(0.0, o.ts - g.calls[o.launch].ts))
     return _quantile([x for v in per.values() for x in v], LAG_QUANTILE), lags
 
 
