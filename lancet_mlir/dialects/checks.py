@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
-from xdsl.utils.exceptions import VerifyException
 
 from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
+from lancet_mlir.support.errors import OpVerifyError
 
 I64_MAX = 2**63 - 1
 
 
 def check_module(module: ModuleOp) -> None:
-    """Raise VerifyException naming the first op that breaks one of the rules above."""
+    """Raise OpVerifyError (a VerifyException) naming the first op that breaks one of the rules above."""
     for op in module.walk():
         world = op.attributes.get(WORLD_SIZE_ATTR)
         if world is not None:
@@ -36,13 +36,13 @@ def check_module(module: ModuleOp) -> None:
         for operand in op.operands:
             if operand.owner is op:
                 name = f" (%{operand.name_hint})" if operand.name_hint else ""
-                raise VerifyException(f"'{op.name}' uses its own result{name}")
+                raise OpVerifyError(f"'{op.name}' uses its own result{name}", op)
 
 
 def _check_world_size(op: Operation, attr: Attribute) -> None:
     if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
         where = "" if isinstance(op, ModuleOp) else f" (on '{op.name}')"
-        raise VerifyException(f"{WORLD_SIZE_ATTR}: expected an integer >= 1, got {attr}{where}")
+        raise OpVerifyError(f"{WORLD_SIZE_ATTR}: expected an integer >= 1, got {attr}{where}", op)
 
 
 def _check_type(op: Operation, ty: Attribute) -> None:
@@ -50,4 +50,4 @@ def _check_type(op: Operation, ty: Attribute) -> None:
         return
     for dim in ty.get_shape():
         if dim > I64_MAX:
-            raise VerifyException(f"'{op.name}': dimension {dim} of {ty} does not fit in i64")
+            raise OpVerifyError(f"'{op.name}': dimension {dim} of {ty} does not fit in i64", op)

@@ -129,14 +129,20 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
 
     name = "moe-partition"
 
-    algo: str = "dp"
+    algo: str | None = None
+    """None: dp (an explicit algo with axis=token is refused: it would be ignored)."""
     max_parts: int = 8
     parts: int | None = None
     axis: str = "capacity"
     extend: str = "forward"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.algo not in ALGOS:
+        if self.algo is not None and self.axis == "token":
+            raise PassFailedException(
+                f"{self.name}: option algo={self.algo} applies to axis=capacity only "
+                "(axis=token plans each MoE layer's token parts); drop it"
+            )
+        if (self.algo or "dp") not in ALGOS:
             raise PassFailedException(
                 f"{self.name}: option algo must be one of {', '.join(ALGOS)}, got {self.algo}"
             )
@@ -303,7 +309,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     ) -> Choice:
         nodes = layer_range(graph, entry, exit_)
         options: OptionsCache = {}  # valid while the graph does not change
-        if self.algo == "range" or self.parts is not None:
+        if self.algo == "range" or self.parts is not None:  # None is dp
             return self._best_parts(graph, nodes, entry, exit_, time_of, available, options)
         # dp: cut the layer's ops into ranges (the pair's own span is one group) and
         # partition the range holding the pair that the DP finds cheapest (§8.3)

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 
-from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import STDOUT, read_text
 from lancet_mlir.support.mpi_job import fault_point
 
@@ -52,18 +51,17 @@ def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
     """Parse and verify `text`; UserError naming `source` on any problem."""
     from lancet_mlir.dialects.checks import check_module
     from lancet_mlir.graph.rewrite import check_dominance
+    from lancet_mlir.support.locations import LocatingParser, located_message
 
+    module: ModuleOp | None = None
     try:
-        module = Parser(make_context(), text, source).parse_module()
+        module = LocatingParser(make_context(), text, source).parse_module()
         module.verify()
         check_module(module)
         check_dominance(module)
         fault_point("verify")
     except Exception as exc:  # noqa: BLE001 - every parse/verify failure becomes one line
-        message = one_line(exc)
-        if not message.startswith(source):
-            message = f"{source}: {message}"
-        raise UserError(message) from exc
+        raise UserError(located_message(exc, source, module)) from exc
     return LoadedModule(module, text, source)
 
 

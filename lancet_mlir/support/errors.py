@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import Operation
-from xdsl.utils.exceptions import ParseError, PassFailedException
+from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
 
 
 class UserError(Exception):
@@ -40,6 +40,15 @@ class OpError(PassFailedException):
         if isinstance(location, FileLineColLoc):
             where = f"{location.filename.data}:{location.line.data}:{location.column.data}"
             message = f"{where}: {message}"
+        super().__init__(message)
+
+
+class OpVerifyError(VerifyException):
+    """A VerifyException about one op (`op`), from a check outside the op's own verifier
+    (dialects/checks.py), so that error lines can place it (support/locations.py)."""
+
+    def __init__(self, message: str, op: Operation) -> None:
+        self.op = op
         super().__init__(message)
 
 

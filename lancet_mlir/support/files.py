@@ -278,10 +278,16 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 def read_text(path: str | os.PathLike[str]) -> str:
     """Read a UTF-8 text file (`-`: standard input); a UserError names the file on any failure."""
     data = read_bytes(path)
+    return decode_text(data, "<stdin>" if os.fspath(path) == STDOUT else os.fspath(path))
+
+
+def decode_text(data: bytes | str, name: str) -> str:
+    """`data` as UTF-8 text; a UserError `name: not UTF-8 text (byte N)` otherwise."""
+    if isinstance(data, str):
+        return data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        name = "<stdin>" if os.fspath(path) == STDOUT else os.fspath(path)
         raise UserError(f"{name}: not UTF-8 text (byte {exc.start})") from None
 
 

@@ -25,14 +25,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 
 from lancet_mlir.support.errors import one_line
+from lancet_mlir.support.locations import LocatingParser
+
+__all__ = ["LocatingParser"]  # re-exported: it lives in support/ for the runtime's loader too
 
 KINDS = ("error", "warning", "note", "remark")
 _EXPECT = re.compile(
@@ -111,28 +112,6 @@ def match(
 
 def _where(filename: str, line: int) -> str:
     return f"{filename}:{line}" if line != UNKNOWN_LINE else f"{filename}:<unknown location>"
-
-
-class LocatingParser(Parser):
-    """An xDSL parser that remembers where each op starts (for diagnostics).
-
-    Only the token's span is kept per op; the line is computed for the few ops a
-    diagnostic names (computing every op's line while parsing would be quadratic).
-    """
-
-    def __init__(self, ctx: Context, text: str, name: str) -> None:
-        super().__init__(ctx, text, name)
-        self.op_spans: dict[Operation, Span] = {}
-
-    def parse_operation(self) -> Operation:  # noqa: D102 - xDSL API
-        start = self._current_token.span
-        op = super().parse_operation()
-        self.op_spans[op] = start
-        return op
-
-    def current_span(self) -> Span:
-        """The span of the token the parser is at."""
-        return self._current_token.span
 
 
 @dataclass

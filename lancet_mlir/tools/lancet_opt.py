@@ -42,11 +42,12 @@ from lancet_mlir.dialects import get_all_dialects
 from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.support.files import STDOUT, OutputSet, write_atomic
+from lancet_mlir.support.files import STDOUT, OutputSet, decode_text, write_atomic
+from lancet_mlir.support.locations import LocatingParser, located_message
 from lancet_mlir.support.provenance import lancet_mlir_version
 from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
-from lancet_mlir.tools.errors import UserError, one_line, run_cli
+from lancet_mlir.tools.errors import UserError, run_cli
 from lancet_mlir.tools.pass_timing import StageTimer
 
 PIPELINE_ALIASES: dict[str, str] = {
@@ -61,6 +62,8 @@ class LancetOptMain(xDSLOptMain):
 
     def __init__(self, args: Sequence[str] | None = None):
         self._pending_output: io.StringIO | None = None
+        self.current_module: ModuleOp | None = None
+        """The module being verified and transformed (errors are placed at its ops)."""
         self.timer = StageTimer()
         self._pass_start = 0.0
         super().__init__(description="lancet-mlir optimizer driver", args=args)
@@ -72,6 +75,18 @@ class LancetOptMain(xDSLOptMain):
         for name, factory in get_all_dialects().items():
             if name not in registered:  # the xdsl.universe entry point may have added them
                 self.ctx.register_dialect(name, factory)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+
+        def parse_mlir(chunk: IO[bytes]) -> ModuleOp:
+            # not UTF-8 text is one line, as lancet-run says it; ops remember their spans, so
+            # verifier and pass errors name file:line:col (support/locations.py)
+            name = self.get_input_name()
+            text = decode_text(chunk.read(), name)
+            return LocatingParser(self.ctx, text, name).parse_module(not self.args.no_implicit_module)
+
+        self.available_frontends["mlir"] = parse_mlir
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
@@ -129,6 +144,7 @@ class LancetOptMain(xDSLOptMain):
     ) -> ModuleOp | None:
         with self.timer.stage("parse"):
             module = super().parse_chunk(chunk, file_extension, start_offset)
+        self.current_module = module
         if module is None:
             return None
         opt_outputs.set_module_attributes(module, self.args)
@@ -274,9 +290,9 @@ def main(args: Sequence[str] | None = None) -> None:
         except (ParseError, OSError, UserError):
             raise
         except Exception as exc:
-            # name the input for errors that carry no location (verifier, passes)
+            # place verifier and pass errors at their op (file:line:col and SSA name)
             source = driver.args.input_file or "<stdin>"
-            raise UserError(f"{source}: {one_line(exc)}") from exc
+            raise UserError(located_message(exc, source, driver.current_module)) from exc
         return 0
 
     run_cli("lancet-opt", body)

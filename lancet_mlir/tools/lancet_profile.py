@@ -361,16 +361,27 @@ def cmd_show(args: argparse.Namespace) -> int:
         items = sorted(db.entries.items())
         if args.sort == "mean":
             items.sort(key=lambda kv: (-kv[1].mean_us, kv[0]))
-        console.print(f"{args.input}: {len(items)} entries", highlight=False)
+        shown = items[: args.limit]
+        more = f" (showing {len(shown)})" if len(shown) < len(items) else ""
+        console.print(f"{args.input}: {len(items)} entries{more}", highlight=False)
+        key_stats = db.metadata.get("key_stats")
+        key_stats = key_stats if isinstance(key_stats, dict) else {}
         table = Table()
-        for col in ("op key", "mean us", "std us", "min us", "max us", "count"):
+        columns = ["op key", "mean us", "std us", "min us", "max us", "count"]
+        columns += ["median us", "spread"] if key_stats else []
+        for col in columns:
             table.add_column(col, justify="left" if col == "op key" else "right")
-        for key, e in items[: args.limit]:
-            table.add_row(key, f"{e.mean_us:.3f}", f"{e.std_us:.3f}", f"{e.min_us:.3f}",
-                          f"{e.max_us:.3f}", str(e.count))
+        for key, e in shown:
+            row = [key, f"{e.mean_us:.3f}", f"{e.std_us:.3f}", f"{e.min_us:.3f}", f"{e.max_us:.3f}",
+                   str(e.count)]  # fmt: skip
+            if key_stats:
+                extra = key_stats.get(key, {})
+                row += [str(extra.get("median_us", "")), str(extra.get("spread", ""))]
+            table.add_row(*row)
         console.print(table)
         if db.metadata:
-            meta = ", ".join(f"{k}={v}" for k, v in sorted(db.metadata.items()))
+            meta = ", ".join(f"{k}={_meta_value(v)}" for k, v in sorted(db.metadata.items())
+                             if k != "key_stats")  # fmt: skip
             console.print(f"metadata: {meta}", highlight=False)
         return 0
     from lancet_mlir.cost.comm_loaders import XLA_HEADER, load_comm_table
@@ -395,6 +406,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         table.add_row(kind, str(g), str(nbytes), f"{t:.3f}")
     console.print(table)
     return 0
+
+
+def _meta_value(value: object) -> str:
+    """A metadata value for `show`: a list or mapping of more than 3 items as its length (the
+    per-key statistics are table columns; `--limit` must bound what is printed)."""
+    if isinstance(value, list | dict) and len(value) > 3:
+        return f"<{len(value)} items>"
+    return str(value)
 
 
 def _first_content_line(text: str) -> str:

@@ -1,14 +1,19 @@
-"""The command blocks of README.md and docs/*.md run as written, in order (issue #12 item 1).
+"""The command and code blocks of README.md and docs/*.md run as written, in order (issue #12
+item 1, issue 20 item 4).
 
-Every ```sh block of a file runs, top to bottom, in one scratch folder per file (with `.venv`,
-`test/`, `examples/` and `bench/` linked from the repository and empty `build/`,
-`docs/img/`), under `bash -e -o pipefail`, so a command that fails fails the test. HTML
-comments right above a block adjust it for the test, and say so to the reader:
+Every ```sh and ```python block of a file runs, top to bottom, in one scratch folder per file
+(with `.venv`, `test/`, `examples/` and `bench/` linked from the repository and empty
+`build/`, `docs/img/`): sh blocks under `bash -e -o pipefail`, python blocks with the venv's
+Python, so a command or program that fails fails the test. HTML comments right above a
+block adjust it for the test, and say so to the reader:
 
 * `<!-- docs-test: skip: REASON -->`: the block is not run (e.g. `make test` itself);
-* `<!-- docs-test: replace 'OLD' 'NEW' -->`: run with OLD replaced by NEW (smaller sizes).
+* `<!-- docs-test: replace 'OLD' 'NEW' -->`: run with OLD replaced by NEW (smaller sizes);
+* `<!-- docs-test: before 'COMMAND' -->`: run the shell COMMAND first (e.g. copy the input
+  file the text names from test/data/docs/);
+* `<!-- docs-test: prints 'TEXT' -->`: the block's standard output must contain TEXT.
 
-Blocks in other languages (```mlir, ```python, plain ``` synopses) are not run.
+Blocks in other languages (```mlir, ```console, plain ``` synopses) are not run.
 """
 
 from __future__ import annotations
@@ -24,18 +29,25 @@ from helpers import BIN, REPO
 
 _SKIP = re.compile(r"^<!-- docs-test: skip: (.+) -->$")
 _REPLACE = re.compile(r"^<!-- docs-test: replace '(.+)' '(.*)' -->$")
+_BEFORE = re.compile(r"^<!-- docs-test: before '(.+)' -->$")
+_PRINTS = re.compile(r"^<!-- docs-test: prints '(.+)' -->$")
+LANGUAGES = ("sh", "python")
 DOC_FILES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 LINKED = ("test", "examples", "bench", "lancet_mlir")
 
 
 @dataclass
 class Block:
-    """One ```sh block: its first line number, text, and the docs-test directives above it."""
+    """One ```sh or ```python block: its first line number, text, and the docs-test
+    directives above it."""
 
     line: int
     text: str
     skip: str | None = None
     replace: list[tuple[str, str]] = field(default_factory=list)
+    lang: str = "sh"
+    before: list[str] = field(default_factory=list)
+    prints: list[str] = field(default_factory=list)
 
     def runnable(self) -> str:
         """The text with the replacements applied."""
@@ -46,22 +58,27 @@ class Block:
         return text
 
 
-def sh_blocks(text: str) -> list[Block]:
-    """The ```sh blocks of a markdown text with their directives."""
+def doc_blocks(text: str) -> list[Block]:
+    """The ```sh and ```python blocks of a markdown text with their directives."""
     blocks: list[Block] = []
     lines = text.splitlines()
     k = 0
     while k < len(lines):
-        if lines[k].strip() != "```sh":
+        fence = lines[k].strip()
+        if not (fence.startswith("```") and fence[3:] in LANGUAGES):
             k += 1
             continue
-        block = Block(k + 1, "")
+        block = Block(k + 1, "", lang=fence[3:])
         j = k - 1
         while j >= 0 and lines[j].startswith("<!-- docs-test:"):
             if m := _SKIP.match(lines[j]):
                 block.skip = m.group(1)
             elif m := _REPLACE.match(lines[j]):
                 block.replace.insert(0, (m.group(1), m.group(2)))
+            elif m := _BEFORE.match(lines[j]):
+                block.before.insert(0, m.group(1))
+            elif m := _PRINTS.match(lines[j]):
+                block.prints.insert(0, m.group(1))
             else:
                 raise AssertionError(f"line {j + 1}: malformed docs-test directive: {lines[j]}")
             j -= 1
@@ -70,6 +87,11 @@ def sh_blocks(text: str) -> list[Block]:
         blocks.append(block)
         k = end + 1
     return blocks
+
+
+def sh_blocks(text: str) -> list[Block]:
+    """The ```sh blocks of a markdown text with their directives."""
+    return [b for b in doc_blocks(text) if b.lang == "sh"]
 
 
 def test_directives_are_parsed() -> None:
@@ -93,17 +115,52 @@ def _scratch(tmp_path: Path) -> Path:
     return work
 
 
-@pytest.mark.parametrize("doc", [d for d in DOC_FILES if "```sh" in (REPO / d).read_text()])
+def test_python_blocks_and_their_directives_are_parsed() -> None:
+    text = ("<!-- docs-test: before 'cp a b' -->\n<!-- docs-test: prints '@step 17.0' -->\n"
+            "```python\nprint(1)\n```\n```console\nnot run\n```\n")  # fmt: skip
+    (block,) = doc_blocks(text)
+    assert block.lang == "python"
+    assert block.before == ["cp a b"]
+    assert block.prints == ["@step 17.0"]
+
+
+def _has_blocks(doc: str) -> bool:
+    return any(b.skip is None for b in doc_blocks((REPO / doc).read_text()))
+
+
+@pytest.mark.parametrize("doc", [d for d in DOC_FILES if _has_blocks(d)])
 def test_doc_commands_run_as_written(doc: str, tmp_path: Path) -> None:
     work = _scratch(tmp_path)
     env = dict(os.environ, PYTHONHASHSEED="0", COLUMNS="120")
-    for block in sh_blocks((REPO / doc).read_text()):
+    for block in doc_blocks((REPO / doc).read_text()):
         if block.skip is not None:
             continue
-        res = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.runnable()],
-                             cwd=work, env=env, capture_output=True, text=True,
-                             timeout=600, check=False)  # fmt: skip
-        assert res.returncode == 0, (
-            f"{doc}:{block.line}: block failed (exit {res.returncode})\n{block.runnable()}\n"
-            f"stderr: {res.stderr[-2000:]}"
-        )
+        run_block(block, work, env, doc)
+
+
+def run_block(block: Block, work: Path, env: dict[str, str], doc: str,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run one block in `work` (its `before` commands first); assert it succeeded and printed
+    what its `prints` directives say."""
+    for command in block.before:
+        subprocess.run(["bash", "-e", "-c", command], cwd=work, env=env, check=True)
+    if block.lang == "python":
+        argv = [str(BIN / "python"), "-c", block.runnable()]
+    else:
+        argv = ["bash", "-e", "-o", "pipefail", "-c", block.runnable()]
+    res = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True,
+                         timeout=timeout, check=False)  # fmt: skip
+    assert res.returncode == 0, (
+        f"{doc}:{block.line}: block failed (exit {res.returncode})\n{block.runnable()}\n"
+        f"stderr: {res.stderr[-2000:]}"
+    )
+    for text in block.prints:
+        assert text in res.stdout, f"{doc}:{block.line}: expected {text!r} in\n{res.stdout[-2000:]}"
+    return res
+
+
+def test_the_docs_step_file_is_the_one_passes_md_shows() -> None:
+    text = (REPO / "docs" / "passes.md").read_text()
+    start = text.index("```mlir\n", text.index("**Example** (`step.mlir`")) + len("```mlir\n")
+    shown = text[start:text.index("```", start)]
+    assert (REPO / "test" / "data" / "docs" / "step.mlir").read_text() == shown
