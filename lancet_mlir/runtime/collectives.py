@@ -6,7 +6,8 @@ returns the members' results in the same order. The MPI back-end computes the sa
 with real MPI calls; these functions are the definition it is tested against.
 
 * `allreduce` reduces element-wise in group order: sum, prod, max, min, or avg (the sum
-  divided by the group size; integer tensors use floor division).
+  divided by the group size; integer tensors use floor division, and i1 the floor of the
+  mean of 0/1: True where every member holds True).
 * `allgather` concatenates the members' tensors along `axis`.
 * `reduce_scatter` reduces like allreduce, splits the result into group-size equal chunks
   along `axis` and gives member i chunk i.
@@ -97,6 +98,11 @@ def reduce_arrays(arrays: Sequence[np.ndarray], reduction: str) -> np.ndarray:
     if reduction not in _BINARY:
         raise CollectiveError(f"unknown reduction '{reduction}'")
     _same_shapes(arrays)
+    if reduction == "avg" and np.asarray(arrays[0]).dtype.kind == "b":
+        # i1: the floor of the mean of 0/1, True where every member holds True (np.add of
+        # booleans is `or`, and True // 2 was False where every rank held True)
+        count = sum(np.asarray(a, dtype=np.int64) for a in arrays)
+        return np.asarray(count // len(arrays)).astype(np.bool_)
     fn = _BINARY[reduction]
     acc = np.array(arrays[0], copy=True)
     for a in arrays[1:]:

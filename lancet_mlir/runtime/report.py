@@ -13,10 +13,11 @@ FAILURE_ROWS = 10
 def summary_line(result: CompareResult, name_a: str, name_b: str) -> str:
     """One line: verdict and tolerances, how many outputs on how many ranks, the worst
     error and where it is."""
-    verdict = "same" if result.ok else "DIFFERENT"
+    verdict = "same" if result.within_tolerance else "DIFFERENT"
     ranks = len({d.rank for d in result.diffs})
+    computed = ", computed in f64" if result.promoted else ""
     line = (
-        f"{name_a} vs {name_b}: {verdict} (rtol={result.rtol:g}, atol={result.atol:g}): "
+        f"{name_a} vs {name_b}: {verdict} ({result.tolerance_text()}{computed}): "
         f"{len(result.diffs)} outputs compared on {ranks} rank{'s' if ranks != 1 else ''}"
     )
     if not result.diffs:
@@ -28,6 +29,22 @@ def summary_line(result: CompareResult, name_a: str, name_b: str) -> str:
     return (
         f"{line}; worst abs err {worst.max_abs_err:.3g} (rank {worst.rank} result "
         f"{worst.index}), worst rel err {result.max_rel_err:.3g}"
+    )
+
+
+def rounding_line(result: CompareResult) -> str:
+    """What the f64 rerun of a failed comparison says (`compare.diagnose`)."""
+    again = result.rounding
+    assert again is not None
+    if again.within_tolerance:
+        return (
+            f"in f64 the two agree ({again.tolerance_text()}; worst abs err "
+            f"{again.max_abs_err:.3g}): the same operations, sums in another order; the "
+            f"{len(result.failures())} differing outputs are rounding, not a different computation"
+        )
+    return (
+        f"in f64 they differ too ({len(again.failures())} outputs beyond tolerance, worst abs "
+        f"err {again.max_abs_err:.3g}): not only the order of sums"
     )
 
 
@@ -45,6 +62,8 @@ def print_compare(
 
     console = Console(file=stream, highlight=False, soft_wrap=True)
     console.print(summary_line(result, name_a, name_b), markup=False)
+    if result.rounding is not None:
+        console.print(rounding_line(result), markup=False)
     rows = result.diffs if verbose else result.failures()[:FAILURE_ROWS]
     if rows:
         console.print(_table(rows))

@@ -51,10 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write every rank's results (keys rank<r>/<result index>)")
     p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
                    help="run two modules on the same inputs and compare their outputs")
-    p.add_argument("--rtol", type=non_negative_float, default=1e-4,
-                   help="relative tolerance of --compare (default 1e-4)")
-    p.add_argument("--atol", type=non_negative_float, default=1e-5,
-                   help="absolute tolerance of --compare (default 1e-5)")
+    p.add_argument("--rtol", type=non_negative_float, default=None,
+                   help="relative tolerance of --compare (default by dtype: f64 1e-9, f32 1e-4, "
+                   "f16 1e-2; integers exact)")
+    p.add_argument("--atol", type=non_negative_float, default=None,
+                   help="absolute tolerance of --compare (default by dtype: f64 1e-12, f32 1e-5, "
+                   "f16 1e-3; integers exact)")
+    p.add_argument("--promote", choices=("f64",), default=None,
+                   help="--compare: run both modules with every float type widened to f64")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="--compare: print every rank x result row, not only the summary")
     return p
@@ -67,6 +71,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("give either a module or --compare A B, not both")
     if args.compare is not None and args.save is not None:
         raise UserError("--save cannot be combined with --compare")
+    if args.promote is not None and args.compare is None:
+        raise UserError("--promote applies to --compare only")
     if args.compare is not None and args.compare.count("-") > 1:
         raise UserError("--compare: stdin ('-') can hold only one of the two modules")
     from lancet_mlir.support.files import check_output_folder, declare_inputs
@@ -111,15 +117,20 @@ def _run_local(args: argparse.Namespace) -> int:
 
     ranks = args.ranks or 1
     if args.compare is not None:
-        from lancet_mlir.runtime.compare import compare_modules
+        from lancet_mlir.runtime.compare import compare_modules, diagnose
 
         a, b = (load_module(p) for p in args.compare)
-        for path, loaded in zip(args.compare, (a, b), strict=True):
-            _check_memory(loaded.module, args.func, ranks, path)
+        widen = 2 if args.promote else 1
+        _check_compare_memory([a.module, b.module], args, ranks, widen)
+        inputs = _inputs(args)
         with ProgressBar("comparing", 1) as bar:
             result = compare_modules(a, b, ranks=ranks, seed=args.seed, rtol=args.rtol,
-                                     atol=args.atol, func=args.func, inputs=_inputs(args),
-                                     progress=bar.update)  # fmt: skip
+                                     atol=args.atol, func=args.func, inputs=inputs,
+                                     progress=bar.update, promote=args.promote)  # fmt: skip
+        if not result.within_tolerance and _fits(lambda: _check_compare_memory(
+                [a.module, b.module], args, ranks, 2)):  # fmt: skip
+            result = diagnose(result, a, b, ranks=ranks, seed=args.seed, func=args.func,
+                              inputs=inputs)  # fmt: skip
         return _report_compare(result, args)
     loaded = load_module(args.module)
     _check_memory(loaded.module, args.func, ranks, args.module)
@@ -131,6 +142,28 @@ def _run_local(args: argparse.Namespace) -> int:
     else:
         print_summary(res, args.seed)
     return 0
+
+
+def _fits(check: Any) -> bool:
+    """True when `check()` raises no UserError (a memory check)."""
+    try:
+        check()
+    except UserError:
+        return False
+    return True
+
+
+def _check_compare_memory(modules: list[Any], args: argparse.Namespace, ranks: int,
+                          widen: int = 1) -> None:
+    """Refuse before allocating when the two runs of --compare together cannot fit (the
+    first run's outputs are held while the second runs); `widen` 2: in f64."""
+    from lancet_mlir.runtime.executor import select_function
+    from lancet_mlir.runtime.limits import check_memory, run_bytes
+
+    funcs = [select_function(m, args.func) for m in modules]
+    needed = sum(run_bytes(f, ranks) for f in funcs) * widen
+    names = " and ".join(f"@{f.sym_name.data} of {p}" for f, p in zip(funcs, args.compare, strict=True))
+    check_memory(needed, f"comparing {names} on {ranks} rank(s){' in f64' if widen > 1 else ''}")
 
 
 def _check_memory(module: Any, func: str | None, ranks: int, path: str) -> None:
@@ -152,15 +185,16 @@ def _report_compare(result: Any, args: argparse.Namespace) -> int:
     failures = result.failures()
     what = "; ".join(result.problems) or (
         f"{len(failures)} of {len(result.diffs)} outputs differ beyond tolerance "
-        f"(max abs err {result.max_abs_err:.3g}, rtol={args.rtol:g}, atol={args.atol:g})"
+        f"(max abs err {result.max_abs_err:.3g}, {result.tolerance_text()})"
     )
-    if failures and all(d.dtype == "float16" for d in failures):
-        # f16 has 11 significant bits: a pass that reorders a sum (partitioning, fusion)
-        # changes results by a few ulps, far above the f32-minded defaults
-        what += (
-            "; all of them float16, whose rounding differs when a pass reorders a reduction: "
-            "compare with e.g. --rtol 1e-2 --atol 1e-3"
-        )
+    if result.rounding is not None:
+        what += "; they differ in f64 too: not only the order of sums"
+    floats = failures and all(d.dtype.startswith("float") for d in failures)
+    if floats and result.rounding is None and not result.promoted:
+        # a pass that reorders a sum (partitioning, fusion) changes float results by a
+        # rounding error: in f64 that error is ~1e-15, a real bug is not
+        what += ("; all of them floats: if only the order of sums differs, the modules agree "
+                 "in f64 (--promote f64)")
     raise UserError(what)
 
 
@@ -198,7 +232,7 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
 
         result = compare_modules(modules.loaded[0], modules.loaded[1], seed=args.seed,
                                  rtol=args.rtol, atol=args.atol, func=args.func,
-                                 inputs=inputs, comm=coll)
+                                 inputs=inputs, comm=coll, promote=args.promote)
         merged = _gather_compare(result, comm)
         return rank0_then_broadcast(comm, lambda: _report_compare(merged, args))
     res = gather_results(execute(modules.loaded[0].module, seed=args.seed, func=args.func,
@@ -239,7 +273,7 @@ def _gather_compare(result: Any, comm: Any) -> Any:
         return result
     from lancet_mlir.runtime.compare import CompareResult
 
-    merged = CompareResult(result.rtol, result.atol)
+    merged = CompareResult(result.rtol, result.atol, promoted=result.promoted)
     for diffs, problems in parts:
         merged.diffs.extend(diffs)
         merged.problems.extend(problems)

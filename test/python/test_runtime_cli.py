@@ -63,7 +63,7 @@ def test_compare_same_and_different(tmp_path: Path, capsys: pytest.CaptureFixtur
     c.write_text(SCALE.replace("ALPHA", "2.5"))
     code, out, _ = cli("--compare", str(a), str(b), capsys=capsys)
     assert code == 0
-    assert ": same (rtol=0.0001, atol=1e-05)" in out
+    assert ": same (tolerances by dtype: float32 rtol=0.0001 atol=1e-05)" in out
     code, out, err = cli("--compare", str(a), str(c), "--ranks", "2", capsys=capsys)
     assert code == 1
     assert ": DIFFERENT" in out
@@ -71,7 +71,8 @@ def test_compare_same_and_different(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert expected.max_abs_err > 0.1
     assert err.strip() == (
         "lancet-run: error: 2 of 2 outputs differ beyond tolerance "
-        f"(max abs err {expected.max_abs_err:.3g}, rtol=0.0001, atol=1e-05)"
+        f"(max abs err {expected.max_abs_err:.3g}, tolerances by dtype: float32 rtol=0.0001 "
+        "atol=1e-05); they differ in f64 too: not only the order of sums"
     )
     # a loose enough tolerance accepts the difference
     code, _, _ = cli("--compare", str(a), str(c), "--rtol", "0.25", capsys=capsys)
@@ -132,7 +133,8 @@ def test_compare_prints_a_summary_and_rows_only_when_asked(
                        capsys=capsys)  # fmt: skip
     assert code == 0
     assert out.splitlines() == [
-        f"{a} vs {a}: same (rtol=0.0001, atol=1e-05): 3 outputs compared on 3 ranks; "
+        f"{a} vs {a}: same (tolerances by dtype: float32 rtol=0.0001 atol=1e-05): 3 outputs "
+        "compared on 3 ranks; "
         "worst abs err 0 (rank 0 result 0), worst rel err 0"
     ]
     # 2.0x vs 2.5x: the worst error is 0.5 * 12 = 6 on rank 2; relative 6 / 30 = 0.2
@@ -141,7 +143,8 @@ def test_compare_prints_a_summary_and_rows_only_when_asked(
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == (
-        f"{a} vs {c}: DIFFERENT (rtol=0.0001, atol=1e-05): 3 outputs compared on 3 ranks, "
+        f"{a} vs {c}: DIFFERENT (tolerances by dtype: float32 rtol=0.0001 atol=1e-05): 3 outputs "
+        "compared on 3 ranks, "
         "3 beyond tolerance; worst abs err 6 (rank 2 result 0), worst rel err 0.2"
     )
     failing_rows = [ln for ln in lines if "NO" in ln]
@@ -149,7 +152,7 @@ def test_compare_prints_a_summary_and_rows_only_when_asked(
     # --verbose lists every output, passing ones included
     code, out, _ = cli("--compare", str(a), str(a), "--ranks", "3", "--inputs", str(ins),
                        "--verbose", capsys=capsys)  # fmt: skip
-    rows = [ln for ln in out.splitlines() if "float32" in ln]
+    rows = [ln for ln in out.splitlines() if "float32" in ln and "│" in ln]
     assert [ln.split("│")[1].strip() for ln in rows] == ["0", "1", "2"]
     assert all(ln.rstrip("│ ").endswith("yes") for ln in rows)
 
