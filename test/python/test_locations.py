@@ -59,10 +59,11 @@ def test_a_pass_error_about_an_op_is_placed_at_it() -> None:
 
 
 def test_show_limit_bounds_the_rows_and_the_statistics(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lancet_mlir.tools.lancet_profile import cmd_show
 
+    monkeypatch.setenv("COLUMNS", "200")
     entries = {f"comp.k{i};T<{i}xf32>,|T<{i}xf32>": {"mean_us": float(i), "std_us": 0.0,
                                                      "min_us": float(i), "max_us": float(i),
                                                      "count": 3} for i in range(1, 7)}  # fmt: skip
