@@ -35,6 +35,13 @@ FILL = "lancet.fill"
 """Number in (0, 1] on any op: the op processes only this expected share of the rows of its
 padded tensors (a token part's window); costs are scaled by it (compute time x f, a
 collective costed at payload bytes x f). `lancet.time_us` is not scaled."""
+ORIGIN = "lancet.origin"
+"""String on an op a pass derived from another (a part, a chunk): the original op's key
+(cost/keys.py). A measured cost source costs the op by its own key if it has it, else by this
+key x `lancet.share` x fill (cost/sources.py)."""
+SHARE = "lancet.share"
+"""Number in (0, 1] beside `lancet.origin`: the share of the original op's work this op does
+(a part of s of the S tokens: s / S; absent: 1)."""
 FLOPS = "lancet.flops"
 """f64 on a compute op: FLOPs for the roofline model (import-stablehlo, you)."""
 BYTES = "lancet.bytes"

@@ -1,29 +1,33 @@
 """The cost model every pass uses: the time (µs) of each op.
 
-Priority, first that applies:
-1. an explicit `lancet.time_us` attribute on the op;
-2. a profile entry for the op's exact key (`op_key`), also for collectives: a measured time of
-   exactly this collective beats a table fitted over many sizes (Lancet instead overwrote
-   profiled collective times with its cost model, lancet-algorithms.md §1.4; we keep the exact
-   measurement because the key pins operand shapes and dtype, and the table does not);
-3. collectives: the comm model (fitted tables per kind and group size, alpha-beta fallback,
-   and for groups larger than the device's `gpus_per_node` the larger of the intra-node table
-   and an inter-node network model, `comm_model.InterNode`), on the payload bytes (nccl-tests
-   convention); `comm.all_to_allv` is costed as all_to_all;
-   compute: the roofline estimate on the device (`roofline.op_roofline_us`), which never goes
-   below the device's `min_kernel_us` launch floor except for free ops (steps 1 and 2 are
-   used as given: a measured or explicit time is never floored);
-4. 0, and the op is listed in the one summary warning `warn_unknown()` prints.
+The time of an op is the answer of the first source of the model's chain that answers
+(`sources.py`: the `CostSource` protocol, the built-in sources and how to add one):
+1. `attribute`: an explicit `lancet.time_us` attribute on the op;
+2. `profile`: a profile entry for the op's exact key (`op_key`), also for collectives: a
+   measured time of exactly this collective beats a table fitted over many sizes (Lancet
+   instead overwrote profiled collective times with its cost model, lancet-algorithms.md §1.4;
+   we keep the exact measurement because the key pins operand shapes and dtype, and the table
+   does not); for an op a pass derived from another (`lancet.origin`), the origin's entry times
+   its share when the op's own key has none;
+3. the caller's sources (`CostConfig.sources`, e.g. trace-measured durations), in order;
+4. collectives, `table` / `alpha-beta`: the comm model (fitted tables per kind and group
+   size, alpha-beta fallback, and for groups larger than the device's `gpus_per_node` the
+   larger of the intra-node table and an inter-node network model, `comm_model.InterNode`),
+   on the payload bytes (nccl-tests convention); `comm.all_to_allv` is costed as all_to_all;
+5. compute, `roofline`: the roofline estimate on the device (`roofline.op_roofline_us`), which
+   never goes below the device's `min_kernel_us` launch floor except for free ops (measured or
+   explicit times are used as given: they are never floored);
+6. else 0, and the op is listed in the one summary warning `warn_unknown()` prints.
 
 `lancet.fill = f` (graph/fill.py) on an op that only processes f of its padded rows scales
-steps 2-3: a compute op's profiled time by f, its roofline estimate by f before the launch
+steps 2-5: a compute op's profiled time by f, its roofline estimate by f before the launch
 floor (a small kernel still pays its launch); a collective is costed by the comm model at
 f x its payload bytes (the table is looked up at the scaled size, not the time scaled), and
 skips a profile entry, which measured the padded exchange. Step 1 is never scaled.
 
-Configuration: a `CostConfig` (device, cluster preset, network overrides, files), built by
-the costing passes from their options and the module's `lancet.*` attributes
-(`passes/costing.py`, `profile/settings.py`); there is no process-wide "active" model.
+Configuration: a `CostConfig` (device, cluster preset, network overrides, files, extra
+sources), built by the costing passes from their options and the module's `lancet.*`
+attributes (`passes/costing.py`, `cost/settings.py`); there is no process-wide "active" model.
 
 Comm tables: the device's shipped table, where `--comm-table` files override it per
 (kind, group size); several user files pool their samples. Several profiles are merged
@@ -52,31 +56,23 @@ from lancet_mlir.cost.comm_loaders import load_comm_table
 from lancet_mlir.cost.comm_model import CommModel, CommTable, InterNode
 from lancet_mlir.cost.devices import Device, canonical_device_name, get_device
 from lancet_mlir.cost.fileio import data_path
-from lancet_mlir.cost.keys import op_key
 from lancet_mlir.cost.profile_db import ProfileDB
-from lancet_mlir.cost.roofline import numeric_attr, op_roofline_us
-from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
+from lancet_mlir.cost.sources import (
+    ZERO_COST_OPS,
+    AlphaBetaSource,
+    AttributeSource,
+    CostSource,
+    ProfileSource,
+    RooflineSource,
+    TableSource,
+    check_source,
+    explicit_time_us,
+)
+from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
-from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.support.errors import UserError
 
-TIME_ATTR = attrs.TIME_US
-
-ZERO_COST_OPS: frozenset[str] = frozenset(
-    {
-        "arith.constant",
-        "builtin.unrealized_conversion_cast",
-        "func.return",
-        "mhlo.constant",
-        "stablehlo.constant",
-        "stablehlo.get_tuple_element",
-        "stablehlo.optimization_barrier",
-        "stablehlo.return",
-        "stablehlo.tuple",
-        "tensor.empty",
-    }
-)
-"""Ops that cost nothing by nature (constants, tuples, terminators): no warning for them."""
+__all__ = ["ZERO_COST_OPS", "CostConfig", "CostModel", "explicit_time_us"]
 
 
 DEFAULT_DEVICE = "h100"
@@ -110,6 +106,9 @@ class CostConfig:
     cluster: str | None = None
     gpus_per_node: int | None = None
     network_gbps: float | None = None
+    sources: tuple[CostSource, ...] = ()
+    """The caller's cost sources, asked in order after the profile and before the comm tables
+    and the roofline (sources.py: how to write one)."""
 
     def hardware(self) -> Hardware:
         """Resolve device and network (UserError for unknown names or bad numbers)."""
@@ -144,11 +143,6 @@ class CostConfig:
             "comm_tables": list(self.comm_tables),
             "world_size": self.world_size,
         }
-
-
-def explicit_time_us(op: Operation) -> float | None:
-    """The op's `lancet.time_us` attribute, validated, or None."""
-    return numeric_attr(op, TIME_ATTR)
 
 
 def _comm_model(
@@ -190,24 +184,38 @@ class CostModel:
         profile: ProfileDB,
         comm: CommModel,
         user_comm_keys: Sequence[tuple[str, int]] = (),
+        chain: Sequence[CostSource] | None = None,
     ):
         self.config = config
         self.device = device
         self.profile = profile
         self.comm = comm
         self.user_comm_keys = list(user_comm_keys)  # (kind, group size) of --comm-table files
-        self._collectives_costed = False
+        self._profile_source = ProfileSource(profile)
+        self._table_source = TableSource(comm)
+        self.chain: tuple[CostSource, ...] = tuple(
+            check_source(s) for s in (self.default_chain() if chain is None else chain)
+        )
+        """The sources asked in order (sources.py); the first answer is the op's time."""
         self._notes: list[str] = []
         self._unknown: dict[str, int] = {}
-        # distinct compute op keys looked up in the profiles: found / not found (insertion
-        # ordered, so the example key in the note is the first one met)
-        self._profiled: dict[str, None] = {}
-        self._unprofiled: dict[str, None] = {}
+
+    def default_chain(self) -> list[CostSource]:
+        """attribute > profile (when the config has profiles) > the config's sources >
+        table > alpha-beta > roofline."""
+        chain: list[CostSource] = [AttributeSource()]
+        if self.config.profiles:
+            chain.append(self._profile_source)
+        chain.extend(self.config.sources)
+        chain += [self._table_source, AlphaBetaSource(self._table_source),
+                  RooflineSource(self.device)]
+        return chain
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
-    def build(cls, cfg: CostConfig) -> CostModel:
-        """Load every file of `cfg` now (bad files raise UserError naming the file)."""
+    def build(cls, cfg: CostConfig, chain: Sequence[CostSource] | None = None) -> CostModel:
+        """Load every file of `cfg` now (bad files raise UserError naming the file). `chain`
+        replaces the default chain (`default_chain`) as a whole."""
         hw = cfg.hardware()
         device = hw.device
         if cfg.world_size is not None and cfg.world_size < 1:
@@ -224,7 +232,7 @@ class CostModel:
                 )
             profile.merge(loaded)
         comm, user_keys = _comm_model(cfg, hw, notes)
-        model = cls(cfg, device, profile, comm, user_keys)
+        model = cls(cfg, device, profile, comm, user_keys, chain)
         model._notes.extend(notes)
         return model
 
@@ -250,16 +258,16 @@ class CostModel:
         """What the user's files did not cover: compute keys missing from the profiles, and
         comm-table (kind, group size) pairs no costed collective used."""
         notes = []
-        missing = len(self._unprofiled)
+        missing = len(self._profile_source.missing)
         if missing:
-            total = missing + len(self._profiled)
-            first = next(iter(self._unprofiled))
+            total = missing + len(self._profile_source.found)
+            first = next(iter(self._profile_source.missing))
             notes.append(
                 f"{', '.join(self.config.profiles)}: no entry for {missing} of the {total} "
                 f"distinct compute op key(s) costed (estimated instead), e.g. {first}"
             )
         unused = [k for k in self.user_comm_keys if k not in self.comm.used]
-        if unused and self._collectives_costed:
+        if unused and self._table_source.used:
             used = ", ".join(_pair(k) for k in self.comm.used) or "none (alpha-beta)"
             notes.append(
                 f"{', '.join(self.config.comm_tables)}: {', '.join(_pair(k) for k in unused)} "
@@ -280,29 +288,28 @@ class CostModel:
         return [self._time(op, ws) for op in graph.ops]
 
     def _time(self, op: Operation, world_size: int | None) -> float:
-        explicit = explicit_time_us(op)
-        if explicit is not None:
-            return explicit
-        fill = op_fill(op)
-        if self.config.profiles and not (fill < 1 and isinstance(op, CollectiveOp)):
-            # (a filled collective moves fewer bytes than the padded one that was measured)
-            key = op_key(op)
-            measured = self.profile.mean_us(key)
-            if not isinstance(op, CollectiveOp) and op_display_name(op) not in ZERO_COST_OPS:
-                (self._unprofiled if measured is None else self._profiled).setdefault(key, None)
-            if measured is not None:
-                return measured * fill
-        if isinstance(op, CollectiveOp):
-            self._collectives_costed = True
-            nbytes = op.payload_bytes() * fill
-            return self.comm.time_us(op.KIND, nbytes, op.group_size(world_size))
-        estimate = op_roofline_us(op, self.device, fill)
-        if estimate is not None:
-            return estimate
+        for source in self.chain:
+            t = source.time_us(op, world_size)
+            if t is not None:
+                return t
         name = op_display_name(op)
         if name not in ZERO_COST_OPS:
             self._unknown[name] = self._unknown.get(name, 0) + 1
         return 0.0
+
+    def time_and_source(self, op: Operation, world_size: int | None = None) -> tuple[float, str]:
+        """The op's time and the name of the source that gave it (`zero`: none did; such an
+        op is not counted for `warn_unknown`)."""
+        ws = self.config.world_size if world_size is None else world_size
+        for source in self.chain:
+            t = source.time_us(op, ws)
+            if t is not None:
+                return t, source.name
+        return 0.0, "zero"
+
+    def source_of(self, name: str) -> CostSource | None:
+        """The chain's source called `name`, if any."""
+        return next((s for s in self.chain if s.name == name), None)
 
     def unknown_ops(self) -> list[str]:
         """Names of ops costed 0 for lack of any information, sorted."""
@@ -314,7 +321,7 @@ class CostModel:
         names = self.unknown_ops()
         if names:
             sys.stderr.write(
-                f"{tool}: warning: no time for {len(names)} op kind(s) (no {TIME_ATTR}, "
+                f"{tool}: warning: no time for {len(names)} op kind(s) (no {attrs.TIME_US}, "
                 f"profile entry or FLOP/byte count), costed 0 us: {', '.join(names)}\n"
             )
         self._unknown.clear()
