@@ -126,3 +126,27 @@ def test_replay_report_file_and_pipeline_refused(tmp_path: Path, capsys: pytest.
         lancet_trace.main(["whatif", str(DATA / "host_bound.json"), "--pipeline", "lancet-schedule"])
     assert info.value.code == 1
     assert "reordering is refused" in capsys.readouterr().err
+
+
+def test_gpu_idle_with_work_queued_is_flagged() -> None:
+    # k2 is launched at 12 onto a stream free from 20, yet starts at 100 with nothing running:
+    # 80 of the 105 us step are unexplained (ready at 12 + 5 lag + the 2 us allowance = 22)
+    r = _replay("idle_queued.json")
+    assert r["idle_with_work_queued_us"] == 78.0
+    assert r["flags"][0].startswith("gpu_idle_with_work_queued")
+
+
+def test_import_is_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / f"m{seed}.mlir"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "lancet_mlir.tools.lancet_trace", "import",
+                        str(DATA / "event_wait.json"), "-o", str(out)],
+                       check=True, env=env)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]

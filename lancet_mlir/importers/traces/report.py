@@ -95,13 +95,17 @@ def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
     stream predecessor and dependencies done) but not started: nothing explains the wait."""
     g = st.graph
     ops = g.ops
+    # the least launch-to-start time of any op: what a launch costs at least (the replay's own
+    # lags may absorb unexplained waits; this one cannot)
+    lag = min((o.ts - g.calls[o.launch].ts for o in ops if o.launch >= 0), default=0.0)
+    lag = max(0.0, lag)
     last: dict[int, float] = {}
     waiting: list[tuple[float, float]] = []
     for j, o in enumerate(ops):
         ready = last.get(o.stream, 0.0)
         last[o.stream] = o.ts + o.dur
         if o.launch >= 0:
-            ready = max(ready, g.calls[o.launch].ts + g.lag_us)
+            ready = max(ready, g.calls[o.launch].ts + lag)
         for d in o.deps:
             ready = max(ready, ops[d].ts + ops[d].dur)
         if st.info[j].step == st.step and o.ts > ready + tol:
