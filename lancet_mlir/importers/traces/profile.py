@@ -3,9 +3,9 @@
 An ATen op's time is the sum of the GPU kernels (and copies) it launched, one sample per call;
 its key is `aten::NAME;` + the `cpu_op`'s input tensors as `T<d0x..xdtype>,` + `|` (Kineto
 records no output shapes, so the result part is empty): `aten::mm;T<16x1xf32>,T<1x256xf32>,|`.
-For 2-D `aten::mm` the same time is also stored under our `comp.matmul` key
-(`comp.matmul;T<MxKxf32>,T<KxNxf32>,|T<MxNxf32>`), so a module of our dialect with those shapes
-is costed by it. Ops without recorded shapes (`record_shapes=False`) are keyed by name alone.
+For 2-D `aten::mm` and 3-D `aten::bmm` the same time is also stored under our `comp.matmul` /
+`comp.batch_matmul` key (`comp.matmul;T<MxKxf32>,T<KxNxf32>,|T<MxNxf32>`): the ops the PyTorch
+importer (importers/torch) makes of them, so an imported step with those shapes is costed by it. Ops without recorded shapes (`record_shapes=False`) are keyed by name alone.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ def aten_keys(name: str, args: dict) -> list[str]:
         (a, ta), (b, _) = tensors
         if a[1] == b[0]:
             keys.append(f"comp.matmul;{_tensor(a, ta)},{_tensor(b, ta)},|{_tensor([a[0], b[1]], ta)}")
+    if name == "aten::bmm" and len(tensors) == 2 and all(len(d) == 3 for d, _ in tensors):
+        (a, ta), (b, _) = tensors
+        if a[0] == b[0] and a[2] == b[1]:
+            keys.append(f"comp.batch_matmul;{_tensor(a, ta)},{_tensor(b, ta)},|"
+                        f"{_tensor([a[0], a[1], b[2]], ta)}")
     return keys
 
 
