@@ -94,3 +94,42 @@ def test_replay_of_measured_times_reproduces_them(n: int, seed: int) -> None:
     assert res.start[0] == [o.ts for o in ops]
     gpu = replay([g], host=False)
     assert max(gpu.end[0]) <= max(res.end[0]) + 1e-9
+
+
+MODULE = """
+func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = "test.op"(%a) {lancet.time_us = 1.0} : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = "test.op"(%0) {lancet.time_us = 1.0} : (tensor<8xf32>) -> tensor<8xf32>
+  %2 = "comm.allreduce"(%1) {lancet.time_us = 4.0} : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %2 : tensor<8xf32>
+}
+"""
+
+
+def test_lancet_opt_launch_overhead_flag_option_and_attribute(tmp_path, capsys) -> None:  # noqa: ANN001
+    """Launches end at 5, 10, 15: the collective runs 15..19 (19 us, not 6)."""
+    import json
+
+    import pytest
+
+    from lancet_mlir.tools import lancet_opt
+
+    src = tmp_path / "m.mlir"
+    src.write_text(MODULE)
+    runs = {
+        "flag": ["--launch-overhead-us", "5", "-p", "simulate"],
+        "option": ["-p", "simulate{launch-overhead-us=5}"],
+        "none": ["-p", "simulate"],
+    }
+    got = {}
+    for name, argv in runs.items():
+        report = tmp_path / f"{name}.json"
+        with pytest.raises(SystemExit) as info:
+            lancet_opt.main([str(src), "--allow-unregistered-dialect", "--world-size", "2",
+                             "--report", str(report), *argv])
+        assert info.value.code == 0
+        capsys.readouterr()
+        got[name] = json.loads(report.read_text())
+    assert got["flag"]["makespan_us"] == got["option"]["makespan_us"] == 19.0
+    assert got["none"]["makespan_us"] == 6.0
+    assert "launch_overhead_us" not in got["none"]  # reports without it are as they were
