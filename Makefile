@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test pytest lit lint bench clean venv
+.PHONY: demo test test-full pytest lit lint bench clean venv
 
 venv: $(STAMP)
 
@@ -20,6 +20,10 @@ demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/demo.py
 
 test: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -m "not slow" test/python
+
+# everything, the slow tests too: the README/docs commands at their documented sizes
+test-full: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q test/python
 
 lit: $(STAMP)

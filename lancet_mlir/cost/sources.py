@@ -181,8 +181,9 @@ class TableSource:
     def collective_us(self, op: CollectiveOp, world_size: int | None) -> float:
         """The comm model's time of `op` (tables, alpha-beta fallback, inter-node)."""
         self.used = True
-        return self.comm.time_us(op.KIND, op.payload_bytes() * op_fill(op),
-                                 op.group_size(world_size))
+        # no groups and no world size: an all-gather's or reduce-scatter's shapes say it
+        group = op.group_size(world_size) or op.shape_group_size()
+        return self.comm.time_us(op.KIND, op.payload_bytes() * op_fill(op), group)
 
 
 class AlphaBetaSource:

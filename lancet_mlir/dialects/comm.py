@@ -195,6 +195,27 @@ class CollectiveOp(IRDLOperation):
             return world_size
         return module_world_size(self)
 
+    def shape_group_size(self) -> int | None:
+        """The group size the op's own shapes imply (an all-gather grows, a reduce-scatter
+        shrinks its axis by it), None when they do not say (the default)."""
+        return None
+
+    def _axis_ratio(self, grow: bool) -> int | None:
+        """result/operand (grow) or operand/result extent of the first tensor pair along the
+        op's axis, when whole and > 1."""
+        pairs = self.data_pairs()
+        if not pairs:
+            return None
+        a, b = pairs[0]
+        if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)):
+            return None
+        axis = _int(self.axis)
+        small, big = (a.type.get_shape(), b.type.get_shape()) if grow else (b.type.get_shape(), a.type.get_shape())
+        if not (0 <= axis < min(len(small), len(big))) or small[axis] <= 0 or big[axis] % small[axis]:
+            return None
+        ratio = big[axis] // small[axis]
+        return ratio if ratio > 1 else None
+
     def payload_bytes(self) -> int:
         """Bytes moved as nccl-tests counts them: per tensor the larger of input and output."""
         return sum(
@@ -307,6 +328,9 @@ class AllGatherOp(CollectiveOp):
         self._check_axis(axis, len(ins))
         _check_scaled(self.name, n, ins, outs, axis, size, grow=True)
 
+    def shape_group_size(self) -> int | None:  # noqa: D102 - result dim / operand dim
+        return self._axis_ratio(grow=True)
+
 
 @irdl_op_definition
 class ReduceScatterOp(CollectiveOp):
@@ -325,6 +349,9 @@ class ReduceScatterOp(CollectiveOp):
         axis = _int(self.axis)
         self._check_axis(axis, len(ins))
         _check_scaled(self.name, n, ins, outs, axis, size, grow=False)
+
+    def shape_group_size(self) -> int | None:  # noqa: D102 - operand dim / result dim
+        return self._axis_ratio(grow=False)
 
 
 @irdl_op_definition

@@ -293,9 +293,10 @@ def _never_worse(
     if final < min(base, fifo_span):
         return result, final
     fallback = fifo if fifo_span < base else identity
+    streams = f" ({options.num_comm_streams} comm streams)" if options.num_comm_streams > 1 else ""
     stage = Stage(
-        "never worse: kept " + ("fifo" if fallback is fifo else "input"),
-        *_measure(problem, fallback),
+        "never worse: kept " + ("fifo" if fallback is fifo else "input") + streams,
+        *_measure(problem, fallback, options),  # the figure the decision used
     )
     kept = PipelineResult(
         problem, fallback, [], identity, [*result.stages, stage], result.evaluations
@@ -303,8 +304,15 @@ def _never_worse(
     return kept, min(base, fifo_span)
 
 
-def _measure(problem, order: list[int]) -> tuple[float, float]:
-    timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+def _measure(problem, order: list[int], options: SimOptions | None = None) -> tuple[float, float]:
+    """(makespan, exposed comm) of `order`, under `options` when given (else one stream)."""
+    if options is None:
+        timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+    else:
+        timeline = evaluate_fixed_order(problem, problem.durations, order=order,
+                                        num_comm_streams=options.num_comm_streams,
+                                        overlap_slowdown=options.overlap_slowdown,
+                                        launch_overhead_us=options.launch_overhead_us)  # fmt: skip
     return timeline.makespan_us, exposed_comm_us(timeline)
 
 

@@ -5,7 +5,10 @@ text is buffered, and broadcasts (ok, text or error line). Every rank checks the
 sha256 of the text it received against rank 0's, and the hashes are allgathered so rank 0
 confirms that all ranks hold identical text. Only rank 0 prints (stdout) or writes `-o`;
 `run_on_rank0_and_broadcast` returns the text on every rank for callers that embed the
-driver. An error on rank 0, or on any rank while it receives or writes, ends every rank
+driver. Before anything runs, every rank reads its own input file and the ranks agree on its
+sha256, as they agreed on the options: a rank whose file is missing or holds another module
+fails the job with one line (`rank 1: nosuch.mlir: no such file`, `rank 1: its input
+differs from rank 0's ...`); stdin (`-`, only rank 0 gets it) is not compared. An error on rank 0, or on any rank while it receives or writes, ends every rank
 with exit code 1; rank 0 prints the one line `lancet-opt: error: rank R: ...`, the other
 ranks exit silently (one line, not N). Rank 0's files are committed only after that last
 agreement. The command line itself was agreed on before (`support.mpi_job.agree_on_setup`).
@@ -46,6 +49,7 @@ def run_on_rank0_and_broadcast(main: Any) -> str:
         return text
     comm = world_comm()
     rank = comm.Get_rank()
+    _agree_on_input(comm, rank, getattr(main.args, "input_file", None))
     payload: tuple[str | None, str, str] = (None, "", "")
     if rank == 0:
         try:
@@ -70,6 +74,32 @@ def run_on_rank0_and_broadcast(main: Any) -> str:
     except RankFailure as failure:
         raise agreed_failure(rank, failure.rank, failure.message) from None
     return text
+
+
+def input_digest(path: str | None) -> tuple[str | None, str | None]:
+    """(error line, sha256 of the file's bytes) of one rank's input; (None, None) for stdin."""
+    from lancet_mlir.support.files import STDOUT, read_bytes
+
+    if path is None or path == STDOUT:
+        return None, None
+    try:
+        fault_point("read")
+        return None, hashlib.sha256(read_bytes(path)).hexdigest()
+    except Exception as exc:  # noqa: BLE001 - every rank must learn of the failure
+        return one_line(exc), None
+
+
+def _agree_on_input(comm: Any, rank: int, path: str | None) -> None:
+    """Every rank's input must be readable and hold rank 0's bytes (see the module doc)."""
+    states: list[tuple[str | None, str | None]] = comm.allgather(input_digest(path))
+    for other, (error, _) in enumerate(states):
+        if error is not None:
+            raise agreed_failure(rank, other, error)
+    for other, (_, digest) in enumerate(states):
+        if digest is not None and states[0][1] is not None and digest != states[0][1]:
+            raise agreed_failure(rank, other, "its input differs from rank 0's (sha256 "
+                                 f"{digest[:12]} vs {states[0][1][:12]}); every rank must be "
+                                 "given the same module")  # fmt: skip
 
 
 def _emit(main: Any, text: str) -> None:

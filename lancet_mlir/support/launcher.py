@@ -13,6 +13,17 @@ import os
 import sys
 from typing import Any, NoReturn
 
+SUPPRESS_ABORT = "MPIR_CVAR_SUPPRESS_ABORT_MESSAGE"
+"""MPICH's switch for the message of its own `Abort(130) on node 1 ... MPI_Abort(...)` line,
+which would follow ours; set (unless the user set it) before mpi4py initialises MPI. The
+line's prefix remains, so `abort_job` also silences stderr just before MPI_Abort."""
+os.environ.setdefault(SUPPRESS_ABORT, "1")
+
+INTERRUPT_GRACE_S = 0.3
+"""On Ctrl-C, a rank other than 0 waits this long before it reports and aborts: the launcher
+sends Ctrl-C to every rank, and rank 0's abort then ends the others before they print, so the
+job ends with one line; a rank interrupted alone still reports itself after the wait."""
+
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 
@@ -42,20 +53,36 @@ def in_mpi_job() -> bool:
 
 def world_comm() -> Any:
     """mpi4py's COMM_WORLD (importing mpi4py initialises MPI)."""
+    os.environ.setdefault(SUPPRESS_ABORT, "1")
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
 
 
+def _silence_stderr() -> None:
+    """Point file descriptor 2 at /dev/null (the job is ending: our line is out)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+    except OSError:
+        pass
+
+
 def abort_job(tool: str, message: str, code: int) -> NoReturn:
-    """Print `tool: error: rank R: message` and end every rank of the MPI job."""
+    """Print `tool: error: rank R: message` and end every rank of the MPI job (after a Ctrl-C,
+    code 130, ranks other than 0 wait INTERRUPT_GRACE_S first)."""
     rank = launcher_rank()
+    if code == 130 and rank != 0:
+        import time
+
+        time.sleep(INTERRUPT_GRACE_S)
     if not message.startswith(f"rank {rank}:"):
         message = f"rank {rank}: {message}"
     sys.stderr.write(f"{tool}: error: {message}\n")
     sys.stderr.flush()
     try:
         comm = world_comm()  # initialises MPI if the rank failed before doing so
+        _silence_stderr()  # MPICH prints `Abort(code) on node R ...` after our line
         comm.Abort(code)
     finally:
         os._exit(code)  # not reached when Abort works

@@ -11,7 +11,13 @@ block adjust it for the test, and say so to the reader:
 * `<!-- docs-test: replace 'OLD' 'NEW' -->`: run with OLD replaced by NEW (smaller sizes);
 * `<!-- docs-test: before 'COMMAND' -->`: run the shell COMMAND first (e.g. copy the input
   file the text names from test/data/docs/);
-* `<!-- docs-test: prints 'TEXT' -->`: the block's standard output must contain TEXT.
+* `<!-- docs-test: prints 'TEXT' -->`: the block's standard output must contain TEXT;
+* `<!-- docs-test: full-size skip: REASON -->`: not run at the documented size (below);
+* `<!-- docs-test: full-size limits 'SECONDS' 'MB' -->`: the documented-size run's limits.
+
+`test_doc_commands_at_documented_size` (marked slow: `make test-full`, not `make test` nor CI)
+runs every block as written, without the replacements, under `/usr/bin/time` and checks its
+wall time and peak memory against its limits (default `FULL_SIZE_LIMITS`).
 
 Blocks in other languages (```mlir, ```console, plain ``` synopses) are not run.
 """
@@ -31,6 +37,10 @@ _SKIP = re.compile(r"^<!-- docs-test: skip: (.+) -->$")
 _REPLACE = re.compile(r"^<!-- docs-test: replace '(.+)' '(.*)' -->$")
 _BEFORE = re.compile(r"^<!-- docs-test: before '(.+)' -->$")
 _PRINTS = re.compile(r"^<!-- docs-test: prints '(.+)' -->$")
+_FULL_SKIP = re.compile(r"^<!-- docs-test: full-size skip: (.+) -->$")
+_FULL_LIMITS = re.compile(r"^<!-- docs-test: full-size limits '([0-9.]+)' '([0-9.]+)' -->$")
+FULL_SIZE_LIMITS = (900.0, 4096.0)
+"""Default (wall seconds, peak MB) of one block run at its documented size."""
 LANGUAGES = ("sh", "python")
 DOC_FILES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 LINKED = ("test", "examples", "bench", "lancet_mlir")
@@ -48,6 +58,8 @@ class Block:
     lang: str = "sh"
     before: list[str] = field(default_factory=list)
     prints: list[str] = field(default_factory=list)
+    full_skip: str | None = None
+    limits: tuple[float, float] = FULL_SIZE_LIMITS
 
     def runnable(self) -> str:
         """The text with the replacements applied."""
@@ -79,6 +91,10 @@ def doc_blocks(text: str) -> list[Block]:
                 block.before.insert(0, m.group(1))
             elif m := _PRINTS.match(lines[j]):
                 block.prints.insert(0, m.group(1))
+            elif m := _FULL_SKIP.match(lines[j]):
+                block.full_skip = m.group(1)
+            elif m := _FULL_LIMITS.match(lines[j]):
+                block.limits = (float(m.group(1)), float(m.group(2)))
             else:
                 raise AssertionError(f"line {j + 1}: malformed docs-test directive: {lines[j]}")
             j -= 1
@@ -164,3 +180,29 @@ def test_the_docs_step_file_is_the_one_passes_md_shows() -> None:
     start = text.index("```mlir\n", text.index("**Example** (`step.mlir`")) + len("```mlir\n")
     shown = text[start:text.index("```", start)]
     assert (REPO / "test" / "data" / "docs" / "step.mlir").read_text() == shown
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
+@pytest.mark.parametrize("doc", [d for d in DOC_FILES if _has_blocks(d)])
+def test_doc_commands_at_documented_size(doc: str, tmp_path: Path) -> None:
+    """Every block as written (no replacements), each under /usr/bin/time within its limits."""
+    work = _scratch(tmp_path)
+    env = dict(os.environ, PYTHONHASHSEED="0", COLUMNS="120")
+    for block in doc_blocks((REPO / doc).read_text()):
+        if block.skip is not None or block.full_skip is not None:
+            continue
+        for command in block.before:
+            subprocess.run(["bash", "-e", "-c", command], cwd=work, env=env, check=True)
+        script = work / f"block_{block.line}.{'py' if block.lang == 'python' else 'sh'}"
+        script.write_text(block.text)
+        runner = [str(BIN / "python")] if block.lang == "python" else ["bash", "-e", "-o", "pipefail"]
+        timing = work / f"block_{block.line}.time"
+        wall_limit, mb_limit = block.limits
+        res = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(timing), *runner, str(script)],
+                             cwd=work, env=env, capture_output=True, text=True,
+                             timeout=wall_limit * 2 + 60, check=False)  # fmt: skip
+        assert res.returncode == 0, f"{doc}:{block.line}: failed at full size\n{res.stderr[-2000:]}"
+        wall, kb = timing.read_text().split()[-2:]
+        assert float(wall) <= wall_limit, f"{doc}:{block.line}: {wall} s > {wall_limit} s"
+        assert float(kb) / 1024 <= mb_limit, f"{doc}:{block.line}: {float(kb) / 1024:.0f} MB > {mb_limit} MB"
