@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import collective_kind
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import ParameterError
 from lancet_mlir.support.files import atomic_path
 
 if TYPE_CHECKING:
@@ -80,26 +80,25 @@ _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s)?\
 _UNIT_US = {None: 1.0, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
-def parse_window(text: str) -> Window:
+def parse_window(text: str, parameter: str = "gantt-window") -> Window:
     """`START:END` with optional units (`us` default, `ms`, `s`); either side may be empty
-    (`:2ms` = from 0 to 2 ms, `1.5ms:` = from 1.5 ms to the end). UserError when malformed."""
+    (`:2ms` = from 0 to 2 ms, `1.5ms:` = from 1.5 ms to the end). ParameterError naming
+    `parameter` when malformed (a tool renders it under its flag)."""
     if text.count(":") != 1:
-        raise UserError(f"--gantt-window {text!r}: expected START:END, e.g. 2ms:5ms")
+        raise ParameterError(parameter, text, "expected START:END, e.g. 2ms:5ms")
     left, right = text.split(":")
-    start = _time_us(left, text) if left.strip() else 0.0
-    end = _time_us(right, text) if right.strip() else None
+    start = _time_us(left, text, parameter) if left.strip() else 0.0
+    end = _time_us(right, text, parameter) if right.strip() else None
     if end is not None and end <= start:
-        raise UserError(f"--gantt-window {text!r}: the end must be after the start")
+        raise ParameterError(parameter, text, "the end must be after the start")
     return Window(start, end)
 
 
-def _time_us(part: str, text: str) -> float:
+def _time_us(part: str, text: str, parameter: str) -> float:
     m = _TIME.match(part)
     if m is None:
-        raise UserError(
-            f"--gantt-window {text!r}: {part.strip()!r} is not a time (a number with an "
-            "optional unit us, ms or s)"
-        )
+        raise ParameterError(parameter, text, f"{part.strip()!r} is not a time (a number "
+                             "with an optional unit us, ms or s)")  # fmt: skip
     return float(m.group(1)) * _UNIT_US[m.group(2)]
 
 
@@ -210,12 +209,16 @@ def compare_figure(
     return fig
 
 
-def save_figure(fig: Figure, path: str) -> None:
-    """Write `fig` as PNG atomically and release it."""
+_METADATA = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+"""No creation dates: the same schedule gives the same bytes."""
+
+
+def save_figure(fig: Figure, path: str, fmt: str = "png") -> None:
+    """Write `fig` atomically as `fmt` (`png`, `svg` or `pdf`) and release it."""
     plt = _pyplot()
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=100)
+        with atomic_path(path) as tmp, plt.rc_context({"svg.hashsalt": "lancet"}):
+            fig.savefig(tmp, format=fmt, dpi=100, metadata=_METADATA[fmt])
     finally:
         plt.close(fig)
 

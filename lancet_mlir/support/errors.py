@@ -89,3 +89,26 @@ def one_line(exc: BaseException) -> str:
     if lines[0].endswith("does not verify:") and len(lines) > 1:  # IRDL puts the reason next
         return f"{lines[0]} {lines[1]}"
     return lines[0]
+
+
+class ParameterError(UserError):
+    """A bad value of one named parameter of a library function or pass option.
+
+    The message names the parameter as the library knows it (`gantt-window '5:1': the end
+    must be after the start`); a tool that took the value from a flag renders it under the
+    flag's name instead (`as_flag("--gantt-window")`)."""
+
+    def __init__(self, parameter: str, value: object, reason: str, quoted: bool = True) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.reason = reason
+        self.quoted = quoted  # False for file names, shown as they are
+        super().__init__(self._render(parameter))
+
+    def _render(self, name: str) -> str:
+        shown = repr(self.value) if self.quoted else str(self.value)
+        return f"{name} {shown}: {self.reason}"
+
+    def as_flag(self, flag: str) -> UserError:
+        """The same error naming the command-line flag that gave the value."""
+        return UserError(self._render(flag))

@@ -9,7 +9,9 @@ Every xdsl-opt flag works (`-p`, `-o`, `--print-op-generic`, `--split-input-file
   for the module attributes `lancet.profile`, `lancet.comm_table`, ... that configure every
   costing pass (a pass's own options override them; `passes/costing.py`). They are written
   onto the module before the pipeline runs, so the output re-runs identically with `xdsl-opt`;
-* `--timeline FILE`, `--report FILE`, `--gantt FILE.png`: outputs about the final schedule;
+* `--timeline FILE`, `--report FILE`, `--gantt FILE.png|.svg|.pdf`: outputs about the final
+  schedule, sugar for appending `simulate{annotate=false report=... timeline=... gantt=...}`
+  to the pipeline (`opt_outputs.outputs_pass`; the pass writes them);
 * `--mpi`: under mpiexec, optimize on rank 0 and broadcast the result to every rank;
 * `--verbose`: optimizing passes print one line per stage on stderr (the INFO records of the
   `lancet_mlir` loggers, e.g. lancet-schedule's makespan and exposed communication).
@@ -19,6 +21,16 @@ most one of them). The outputs of a run are all-or-nothing: nothing is written u
 chunk and every output succeeded (`support.files.OutputSet`). `--time-passes` reports the
 wall time of parsing, verification, each pass, printing and writing on stderr.
 Errors end with one line on stderr and exit code 1.
+
+What this driver still does to xDSL 0.74 (docs/design.md "Outputs as a pass"):
+* `arg_parser.error` is replaced on the parser instance (`register_all_arguments`): xDSL
+  builds its ArgumentParser inside `xDSLOptMain.__init__` with no factory hook, and
+  argparse's `error` prints the usage and exits 2, where lancet-opt gives one line and 1;
+* `prepare_output` returns a `_KeepOpen` StringIO: `xDSLOptMain.run` closes every output
+  stream but stdout, with no hook between the last write and the close, and the text must
+  survive to be written only when every chunk and output succeeded.
+The pipeline is built by `setup_pipeline` with the public `PassPipeline.parse_spec` and this
+driver's callback (no more replacing the pipeline xDSL had built).
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ from lancet_mlir.dialects import get_all_dialects
 from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
+from lancet_mlir.sim import outputs
 from lancet_mlir.support.files import STDOUT, OutputSet, decode_text, write_atomic
 from lancet_mlir.support.locations import LocatingParser, located_message
 from lancet_mlir.support.provenance import lancet_mlir_version
@@ -49,6 +62,9 @@ from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
 from lancet_mlir.tools.errors import UserError, run_cli
 from lancet_mlir.tools.pass_timing import StageTimer
+
+OUTPUTS_STAGE = "schedule outputs (--timeline, --report, --gantt)"
+"""The --time-passes line of the appended outputs pass and of --gantt-compare."""
 
 PIPELINE_ALIASES: dict[str, str] = {
     "data_parallel_schedule": "data-parallel-schedule",
@@ -64,6 +80,7 @@ class LancetOptMain(xDSLOptMain):
         self._pending_output: io.StringIO | None = None
         self.current_module: ModuleOp | None = None
         """The module being verified and transformed (errors are placed at its ops)."""
+        self._outputs_pass: ModulePass | None = None
         self.timer = StageTimer()
         self._pass_start = 0.0
         super().__init__(description="lancet-mlir optimizer driver", args=args)
@@ -94,7 +111,8 @@ class LancetOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        # xDSL builds a plain argparse parser; make its usage errors one line and exit code 1
+        # xDSL 0.74 builds a plain argparse parser in __init__ with no factory hook; make its
+        # usage errors one line and exit code 1 (a documented remaining workaround)
         arg_parser.error = _usage_error  # type: ignore[method-assign]
         super().register_all_arguments(arg_parser)
         group = arg_parser.add_argument_group("lancet-mlir")
@@ -120,16 +138,24 @@ class LancetOptMain(xDSLOptMain):
             self.args.output_file = STDOUT
         opt_outputs.check_output_paths(self.args)
         opt_outputs.check_flags(self.args)
-        super().setup_pipeline()
-        # our own callback: xDSL's prints --time-passes lines to stdout, ahead of the IR
-        self.pipeline = PassPipeline(self.pipeline.passes, self._between_passes)
+        opt_outputs.window_flag_warning(self.args)
+        # built as xDSL's setup_pipeline does, with our callback (xDSL's prints --time-passes
+        # lines to stdout, ahead of the IR) and the outputs' `simulate` pass appended
+        pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes)
+        self._outputs_pass = opt_outputs.outputs_pass(self.args)
+        appended = (self._outputs_pass,) if self._outputs_pass is not None else ()
+        self.pipeline = PassPipeline((*pipeline.passes, *appended), self._between_passes)
 
     def _between_passes(
         self, previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
     ) -> None:
-        """Time the pass that just ran, verify, and print the IR if asked (as xDSL does)."""
+        """Time the pass that just ran, verify, and print the IR if asked (as xDSL does; the
+        appended outputs pass is not one of the user's passes)."""
         if previous is not None:
-            self.timer.add(previous.name, time.perf_counter() - self._pass_start)
+            name = OUTPUTS_STAGE if previous is self._outputs_pass else previous.name
+            self.timer.add(name, time.perf_counter() - self._pass_start)
+        if following is not None and following is self._outputs_pass:
+            following = None
         if not self.args.disable_verify:
             with self.timer.stage("verify"):
                 module.verify()
@@ -155,10 +181,11 @@ class LancetOptMain(xDSLOptMain):
         return module
 
     def apply_passes(self, prog: ModuleOp) -> None:
-        before = opt_outputs.before_pipeline(prog, self.args, self.pipeline.passes)
-        super().apply_passes(prog)
-        with self.timer.stage("schedule outputs (--timeline, --report, --gantt)"):
-            opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes, before)
+        before = opt_outputs.before_pipeline(prog, self.args)
+        with outputs.invocation(self.args.input_file, self.args.passes):
+            super().apply_passes(prog)
+            with self.timer.stage(OUTPUTS_STAGE):
+                opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes, before)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         with self.timer.stage("print"):
@@ -271,7 +298,8 @@ def _usage_error(message: str) -> NoReturn:
 
 
 class _KeepOpen(io.StringIO):
-    """A StringIO whose close() keeps the text (xDSL closes the output stream)."""
+    """A StringIO whose close() keeps the text: xDSL 0.74's `run` closes every output stream
+    but stdout and offers no hook before that close (a documented remaining workaround)."""
 
     def close(self) -> None:  # noqa: D102 - keeps the buffer readable after close
         pass

@@ -255,23 +255,32 @@ def test_python_api_rejects_bad_numbers() -> None:
 
 # ---- the report says how it was costed -----------------------------------------------------------
 def test_report_states_device_cluster_and_the_pass_options(tmp_path: Path) -> None:
+    # the report is the simulating pass's: its cost options over the module's attributes
     report = tmp_path / "r.json"
-    run = run_tool(["lancet-opt", str(MOE_W4), "--cluster", "p3dn", "-p",
-                    "lancet-schedule{comm-streams=2 gpus-per-node=2}", "--report", str(report)])
+    pipeline = (f"lancet-schedule{{comm-streams=2 gpus-per-node=2}},simulate{{comm-streams=2 "
+                f'gpus-per-node=2 annotate=false report="{report}"}}')  # fmt: skip
+    run = run_tool(["lancet-opt", str(MOE_W4), "--cluster", "p3dn", "-p", pipeline])
     assert run.returncode == 0, run.stderr
     data = json.loads(report.read_text())
     assert data["num_comm_streams"] == 2
     assert data["costing"] == {
-        "pass": "lancet-schedule{gpus-per-node=2 comm-streams=2}",  # field order
+        "pass": "simulate{gpus-per-node=2 comm-streams=2}",  # field order, outputs left out
         "device": "v100", "cluster": "p3dn", "gpus_per_node": 2, "network_gbps_per_gpu": 12.5,
         "internode_latency_us": 20.0, "profiles": [], "comm_tables": [], "world_size": 4,
         "num_comm_streams": 2, "overlap_slowdown": 1.0,
     }
-    # without a costing pass: the module's attributes alone
+    # --report appends `simulate` costed by the module's attributes (the flags), not by an
+    # earlier pass's own options (no guess of "the" costing pass)
+    run = run_tool(["lancet-opt", str(MOE_W4), "--cluster", "p3dn", "-p",
+                    "lancet-schedule{comm-streams=2 gpus-per-node=2}", "--report", str(report)])
+    assert run.returncode == 0, run.stderr
+    data = json.loads(report.read_text())
+    assert (data["costing"]["pass"], data["costing"]["cluster"], data["costing"]["gpus_per_node"],
+            data["num_comm_streams"]) == ("simulate", "p3dn", 8, 1)  # fmt: skip
     run = run_tool(["lancet-opt", str(MOE_W4), "--device", "a100", "--report", str(report)])
     data = json.loads(report.read_text())
     assert (data["costing"]["pass"], data["costing"]["device"], data["costing"]["cluster"]) == (
-        None, "a100", None)
+        "simulate", "a100", None)
 
 
 def test_cost_options_is_the_one_mixin_of_costing_passes() -> None:
