@@ -205,17 +205,17 @@ def _simulate_block(
     from lancet_mlir.sim.regions import body_plan
 
     graph = DataflowGraph.from_block(item.block)
-    durations = [float(d) for d in cost_model.graph_times(graph)]
+    plans = {i: p for i, op in enumerate(graph.ops) if (p := body_plan(op, functions)) is not None}
+    durations = _model_times(graph, cost_model, plans)
     nested: list[NestedWork] = []
     notes: list[str] = []
-    for i, op in enumerate(graph.ops):
-        plan = body_plan(op, functions)
-        if plan is None:
-            continue
+    for i, plan in plans.items():
+        op = graph.ops[i]
         parts = [(r, runs) for b, runs in plan.parts if (r := result_of(b)) is not None]
         if len(parts) != len(plan.parts):
             notes.append(f"{item.label}: {op_display_name(op)} (op {i}): a body is not "
                          "simulated (a recursive call); kept the cost model's time")  # fmt: skip
+            durations[i] = float(cost_model.graph_times(DataflowGraph.from_ops([op]))[0])
             continue
         for r, runs in parts:
             r.in_parent = True
@@ -232,6 +232,21 @@ def _simulate_block(
         summary = with_nested_work(summary, timeline, nested)
     return BlockResult(item.label, item.function, item.top_level, graph, durations, timeline,
                        summary, notes=notes)  # fmt: skip
+
+
+def _model_times(
+    graph: DataflowGraph, cost_model: GraphCostModel, plans: dict[int, object]
+) -> list[float]:
+    """The cost model's time of every node not costed by its bodies (those get 0 here): the
+    model never sees them, so it does not report them as ops it had no time for."""
+    if not plans:
+        return [float(d) for d in cost_model.graph_times(graph)]
+    others = [i for i in range(len(graph.ops)) if i not in plans]
+    times = cost_model.graph_times(DataflowGraph.from_ops([graph.ops[i] for i in others]))
+    durations = [0.0] * len(graph.ops)
+    for i, t in zip(others, times, strict=True):
+        durations[i] = float(t)
+    return durations
 
 
 def simulate_graph(

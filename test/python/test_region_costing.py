@@ -84,7 +84,7 @@ def test_scf_for_with_constant_bounds_costs_its_trips() -> None:
 
 
 def test_scf_for_with_unknown_bounds_is_costed_once_with_a_note() -> None:
-    top, body = _simulate(_scf_for("0", 'arith.addi %n, %n : index', "1"))
+    top, body = _simulate(_scf_for("0", 'arith.addi %n, %n {lancet.time_us = 0.0 : f64} : index', "1"))
     assert body.runs == 1
     assert top.summary.makespan_us == 6.0
     assert top.notes == [
