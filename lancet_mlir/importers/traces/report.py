@@ -11,12 +11,16 @@ scale. docs/user-guide.md "Profiler traces" explains every field.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
 
 from lancet_mlir.importers.traces.step import StepTrace
 from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph, Rendezvous, ReplayResult, replay
 from lancet_mlir.support.errors import UserError
+
+CommTime = Callable[[str, int, int], float]
+"""The comm table's time (µs) of a collective: (kind, bytes, group size)."""
 
 IDLE_FLAG_SHARE = 0.10
 """Flag a step whose GPU sits idle with work queued (nothing explains the wait) for more than
@@ -181,7 +185,7 @@ def match_collectives(steps: list[StepTrace], graphs: list[RankGraph]) -> Coupli
     return Coupling(rdv, kinds, offsets)
 
 
-def single_rank_wire(st: StepTrace, comm_time: object | None) -> list[float]:
+def single_rank_wire(st: StepTrace, comm_time: CommTime | None) -> list[float]:
     """Per op, the wire time of a collective on one rank: the comm table's estimate (a lower
     bound), at most the measured duration; 0 for other ops or without a table."""
     out = [0.0] * len(st.graph.ops)
@@ -191,7 +195,7 @@ def single_rank_wire(st: StepTrace, comm_time: object | None) -> list[float]:
         inf = st.info[j]
         if o.is_comm and inf.comm_kind and inf.comm_bytes > 0:
             try:
-                t = comm_time(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)  # type: ignore[operator]
+                t = comm_time(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)
             except Exception:  # noqa: BLE001 - a kind the tables do not know: no estimate
                 continue
             out[j] = min(o.dur, max(0.0, float(t)))
@@ -201,7 +205,7 @@ def single_rank_wire(st: StepTrace, comm_time: object | None) -> list[float]:
 def replay_steps(
     steps: list[StepTrace],
     what: WhatIf | None = None,
-    comm_time: object | None = None,
+    comm_time: CommTime | None = None,
     durations: list[list[float]] | None = None,
 ) -> dict:
     """The replay report of one or several ranks' steps (see the module doc)."""
@@ -314,7 +318,7 @@ def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayRes
 
 
 def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Coupling, res: ReplayResult,
-                     comm_time: object | None = None) -> dict:
+                     comm_time: CommTime | None = None) -> dict:
     rows = []
     ratios: list[float] = []
     end_err: list[float] = []
@@ -335,7 +339,7 @@ def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Couplin
         inf = steps[r0].info[j0]
         if comm_time is not None and inf.comm_kind and inf.comm_bytes > 0:
             try:
-                est = float(comm_time(inf.comm_kind, inf.comm_bytes, len(rd.members)))  # type: ignore[operator]
+                est = float(comm_time(inf.comm_kind, inf.comm_bytes, len(rd.members)))
             except Exception:  # noqa: BLE001 - a kind the tables do not know
                 est = None
             if est is not None:
