@@ -179,3 +179,41 @@ def test_bad_world_size_and_pipeline() -> None:
 
 def test_examples_dir_is_importable() -> None:
     assert (REPO / "examples" / "torch" / "moe_step.py").is_file()
+
+
+def test_moe_pairs_and_capacity_axis() -> None:
+    from lancet_mlir.exporters.torch.moe import Desc, find_pairs, part_sizes
+
+    pairs = find_pairs(captured("capacity"), 2)
+    # forward (dispatch -> combine) and backward (combine's gradient -> dispatch's): the
+    # axis is the capacity (16 tokens, 4 experts: 4 slots), innermost in each rank's rows
+    assert [(p.first.name, p.second.name) for p in pairs] == [
+        ("all_to_all_single", "all_to_all_single_1"),
+        ("all_to_all_single_2", "all_to_all_single_3"),
+    ]
+    assert [p.size for p in pairs] == [4, 4]
+    assert all(p.descs[p.wait] == Desc(0, 4, 1) for p in pairs)
+    # the batched expert matmuls see [local experts, ranks x capacity, d]: axis in dim 1
+    bmms = [n for n in pairs[0].span if "bmm" in str(n.target)]
+    assert [pairs[0].descs[n] for n in bmms] == [Desc(1, 4, 1), Desc(1, 4, 1)]
+    assert part_sizes(4, 3) == [2, 1, 1]
+    assert find_pairs(captured("dropless"), 2) == []  # data-dependent splits: not split
+
+
+def test_partitioned_graph_keeps_signature_uneven_parts() -> None:
+    from lancet_mlir.exporters.torch.moe import partition_graph
+
+    gm = captured("capacity")
+    new, pairs = partition_graph(gm, 3, world_size=2)
+    assert pairs == 2
+    new.graph.lint()
+    a2a = [n for n in new.graph.nodes if "all_to_all_single" in str(n.target)]
+    assert len(a2a) == 12  # 2 pairs x 2 exchanges x 3 parts
+    # part rows: 4 experts x (2, 1, 1) slots
+    assert sorted({tuple(n.meta["val"].shape) for n in a2a}) == [(4, 16), (8, 16)]
+    out_old = next(n for n in gm.graph.nodes if n.op == "output")
+    out_new = next(n for n in new.graph.nodes if n.op == "output")
+    shapes = [tuple(a.meta["val"].shape) for a in out_old.args[0]]
+    assert [tuple(a.meta["val"].shape) for a in out_new.args[0]] == shapes
+    with pytest.raises(UserError, match="no MoE all-to-all pair"):
+        lt.optimize(captured("mlp"), world_size=2, pipeline="program-order", partition=2)

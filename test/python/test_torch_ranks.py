@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 from torch_ranks import run_ranks
 
-CHECKS = ["capacity", "capacity:2", "dropless", "mlp", "mlp:compile"]
+CHECKS = ["capacity", "capacity:2", "dropless", "mlp", "mlp:compile", "capacity:compile"]
 
 
 @cache
@@ -41,6 +41,9 @@ def test_compiled_backend_equal_eager() -> None:
     for rank in results():
         assert rank["mlp:compile"]["compiled_equal"]
         assert rank["mlp:compile"]["graphs"] == 1  # the whole step as one graph
+        # the capacity MoE partitioned in 2 inside the backend: f32 tolerance as above
+        assert rank["capacity:compile"]["moe_parts"] == [2]
+        assert rank["capacity:compile"]["compiled_close"]
 
 
 @pytest.mark.parametrize(("name", "sent"), [("capacity", 8704), ("mlp", 3264)])

@@ -108,7 +108,12 @@ def check(name: str, rank: int) -> dict[str, Any]:
                 fullgraph=True,
             )
             got = compiled(*args)
-        return {"compiled_equal": _equal(got, eager), "graphs": len(reports)}
+        return {
+            "compiled_equal": _equal(got, eager),
+            "compiled_close": _close(got, eager, 1e-5),
+            "graphs": len(reports),
+            "moe_parts": [r["moe_parts"] for r in reports],
+        }
     partition = int(option) if option else None
     opt = lt.optimize(gm, world_size=WORLD, pipeline=PIPELINE, cluster="p3dn", partition=partition)
     counter = _Counter(gm)
