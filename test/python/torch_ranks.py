@@ -104,7 +104,12 @@ def check(name: str, rank: int) -> dict[str, Any]:
         with torch._dynamo.config.patch(trace_autograd_ops=True):
             compiled = torch.compile(
                 step,
-                backend=lt.backend(pipeline=PIPELINE, cluster="p3dn", reports=reports),
+                backend=lt.backend(
+                    pipeline=PIPELINE,
+                    cluster="p3dn",
+                    reports=reports,
+                    partition=2 if base == "capacity" else None,
+                ),
                 fullgraph=True,
             )
             got = compiled(*args)
