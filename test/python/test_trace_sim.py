@@ -118,7 +118,6 @@ def test_lancet_opt_launch_overhead_flag_option_and_attribute(tmp_path, capsys) 
     src.write_text(MODULE)
     runs = {
         "flag": ["--launch-overhead-us", "5", "-p", "simulate"],
-        "option": ["-p", "simulate{launch-overhead-us=5}"],
         "none": ["-p", "simulate"],
     }
     got = {}
@@ -130,6 +129,13 @@ def test_lancet_opt_launch_overhead_flag_option_and_attribute(tmp_path, capsys) 
         assert info.value.code == 0
         capsys.readouterr()
         got[name] = json.loads(report.read_text())
-    assert got["flag"]["makespan_us"] == got["option"]["makespan_us"] == 19.0
+    assert got["flag"]["makespan_us"] == 19.0
+    assert got["flag"]["launch_overhead_us"] == 5.0
     assert got["none"]["makespan_us"] == 6.0
     assert "launch_overhead_us" not in got["none"]  # reports without it are as they were
+    # the pass option: the annotated function's makespan
+    with pytest.raises(SystemExit) as info:
+        lancet_opt.main([str(src), "--allow-unregistered-dialect", "--world-size", "2",
+                         "-p", "simulate{launch-overhead-us=5}"])
+    assert info.value.code == 0
+    assert "lancet.makespan_us = 1.900000e+01 : f64" in capsys.readouterr().out
