@@ -50,7 +50,7 @@ def rows(cfg: tm.MoeConfig, cluster: str, parts: str, pipeline: str) -> list[tup
     base = lt.optimize(gm, world_size=cfg.world, cluster=cluster, pipeline="program-order")
     out.append(("input order", {**base.report, "capture_seconds": capture_s}))
     sched = lt.optimize(gm, world_size=cfg.world, cluster=cluster, pipeline=pipeline)
-    out.append((pipeline, sched.report))
+    out.append(("lancet-schedule", sched.report))
     if parts != "none":
         part = lt.optimize(
             gm,
@@ -59,7 +59,9 @@ def rows(cfg: tm.MoeConfig, cluster: str, parts: str, pipeline: str) -> list[tup
             pipeline=pipeline,
             partition=int(parts) if parts.isdigit() else parts,
         )
-        out.append((f"{pipeline} + moe parts={parts}", part.report))
+        out.append(
+            (f"lancet-schedule + MoE parts ({parts}: {part.report['moe_parts']})", part.report)
+        )
     return out
 
 
@@ -83,6 +85,7 @@ def main() -> None:
         f"{cfg.layers}-layer capacity MoE, d={cfg.d}, seq {cfg.seq}, batch {cfg.batch}, "
         f"{cfg.world} ranks on {args.cluster} (simulated)"
     )
+    print(f"pipeline: {args.pipeline}")
     print(f"| {'schedule':<48} | {'step (us)':>10} | {'exposed comm (us)':>17} | {'speed-up':>8} |")
     print(f"|{'-' * 50}|{'-' * 12}|{'-' * 19}|{'-' * 10}|")
     for label, rep in table:
