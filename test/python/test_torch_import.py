@@ -217,3 +217,22 @@ def test_partitioned_graph_keeps_signature_uneven_parts() -> None:
     assert [tuple(a.meta["val"].shape) for a in out_new.args[0]] == shapes
     with pytest.raises(UserError, match="no MoE all-to-all pair"):
         lt.optimize(captured("mlp"), world_size=2, pipeline="program-order", partition=2)
+
+
+def test_group_names_resolve_to_rank_groups() -> None:
+    from lancet_mlir.importers.torch.collectives import Groups
+
+    groups = Groups(4, {"7": [[0, 1], [2, 3]], "8": [[0, 1, 2, 3]]}, [])
+    attr = groups.property("7", None, "node")
+    assert attr is not None
+    assert attr.rank_lists == ((0, 1), (2, 3))
+    assert groups.property("8", None, "node") is None  # the whole world: no groups property
+    assert groups.property("0", None, "node") is None  # the default group, no live group
+    blocks = groups.property("9", 2, "node")  # an all-gather's group size, name unknown
+    assert blocks is not None
+    assert blocks.rank_lists == ((0, 1), (2, 3))
+    assert groups.notes == ["group '9' taken as consecutive blocks of 2 ranks"]
+    with pytest.raises(UserError, match="process group '5' is unknown"):
+        groups.property("5", None, "node")
+    with pytest.raises(UserError, match="does not divide"):
+        groups.property("6", 3, "node")
