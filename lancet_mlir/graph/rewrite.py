@@ -10,7 +10,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllVOp, CollectiveOp
-from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.fill import fused_fill, set_fill
 from lancet_mlir.support.errors import OpError
 
@@ -29,16 +29,26 @@ def apply_order(graph: DataflowGraph, order: Sequence[int]) -> bool:
         return False
     if not graph.is_topological(order):
         raise ScheduleError("internal error: schedule is not a topological order")
-    block = graph.block
-    assert block is not None
-    for op in graph.ops:
-        block.detach_op(op)
-    ordered = [graph.ops[i] for i in order]
-    if graph.terminator is None:
+    assert graph.block is not None
+    relink(graph.block, [graph.ops[i] for i in order], graph.terminator)
+    return True
+
+
+def relink(block: Block, ordered: Sequence[Operation], before: Operation | None) -> None:
+    """Put `ordered` into `block` in this order, before `before` (None: at the end).
+
+    The one relink of the project: ops of `ordered` already in `block` are detached first,
+    new (detached) ops are inserted as they are; ops of the block not in `ordered` keep their
+    place. O(len(ordered)). The order is not checked: callers that may produce an invalid
+    one re-sort or check right after (`apply_order`, `check_dominance`).
+    """
+    for op in ordered:
+        if op.parent is block:
+            block.detach_op(op)
+    if before is None:
         block.add_ops(ordered)
     else:
-        block.insert_ops_before(ordered, graph.terminator)
-    return True
+        block.insert_ops_before(list(ordered), before)
 
 
 def schedulable_blocks(module: ModuleOp) -> Iterator[Block]:
@@ -65,8 +75,8 @@ def check_dominance(module: ModuleOp) -> None:
             op = graph.ops[bad]
             late = graph.ops[graph.preds[bad][-1]]
             values = ", ".join(f"%{r.name_hint}" for r in late.results if r.name_hint)
-            what = f"a result of '{_name(late)}'" + (f" ({values})" if values else "")
-            raise ScheduleError(f"'{_name(op)}' uses {what} before its definition", op)
+            what = f"a result of '{op_display_name(late)}'" + (f" ({values})" if values else "")
+            raise ScheduleError(f"'{op_display_name(op)}' uses {what} before its definition", op)
 
 
 # annotations that describe one op's own timing and are meaningless for a fused op
@@ -82,12 +92,6 @@ def _common_attributes(members: Sequence[Operation]) -> dict[str, Attribute]:
     for op in members[1:]:
         common = {k: v for k, v in common.items() if op.attributes.get(k) == v}
     return common
-
-
-def _name(op: Operation) -> str:
-    if op.name == "builtin.unregistered":
-        return op.op_name.data  # type: ignore[attr-defined]
-    return op.name
 
 
 def _sections(op: Operation) -> tuple[tuple[list, list], tuple[list, list]]:

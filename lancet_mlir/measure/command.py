@@ -24,7 +24,7 @@ from typing import Any
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 
 from lancet_mlir.cost.profile_db import ProfileDB
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
+from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, module_world_size
 from lancet_mlir.measure.measure import (
     Backend,
     MeasureOptions,
@@ -61,9 +61,9 @@ class MeasureJob:
 
 def check_job(job: MeasureJob) -> None:
     """Checks that need no input (run on every rank under mpiexec)."""
-    from lancet_mlir.support.mpi_util import under_mpiexec
+    from lancet_mlir.support.launcher import in_mpi_job
 
-    if under_mpiexec() and job.module == "-":
+    if in_mpi_job() and job.module == "-":
         raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
     _check_output(job.output)
 
@@ -103,10 +103,7 @@ def load_for_measure(path: str, world_size: int | None = None, allow_unregistere
 
 
 def _world_size(module: ModuleOp, override: int | None) -> int | None:
-    if override is not None:
-        return override
-    attr = module.attributes.get(WORLD_SIZE_ATTR)
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
+    return override if override is not None else module_world_size(module)
 
 
 def make_backend(name: str, rank: int = 0) -> Backend:
@@ -178,11 +175,11 @@ def summary_line(stats: MeasureStats) -> str:
 
 def run_measure(job: MeasureJob) -> int:
     """Measure `job.module` and write the profile (see the module doc)."""
-    from lancet_mlir.support.mpi_util import under_mpiexec
+    from lancet_mlir.support.launcher import in_mpi_job
 
     if job.began is None:
         job = dataclasses.replace(job, began=time.monotonic())
-    if under_mpiexec():
+    if in_mpi_job():
         return _measure_mpi(job)
     if job.output is not None and "{rank}" in job.output:
         job = dataclasses.replace(job, output=job.output.replace("{rank}", "0"))  # one process is rank 0

@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, Chunking
 from lancet_mlir.partition.base import PART_ATTR, ValueRef, part_sizes, shape_of, value_ref
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
@@ -338,12 +339,7 @@ def apply_region(
     doomed = set(originals)
     for (i, j), v in region.merged.items():
         graph.ops[i].results[j].replace_uses_with_if(v, lambda use: use.operation not in doomed)
-    for i in range_nodes:
-        graph.ops[i].detach()
-    if anchor is None:
-        block.add_ops(order)
-    else:
-        block.insert_ops_before(list(order), anchor)
+    relink(block, order, anchor)  # the region's originals are erased below
     for op in originals:
         op.drop_all_references()
     for op in reversed(originals):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, solve_axes
 from lancet_mlir.partition.base import PartitionError, value_ref
 from lancet_mlir.partition.region import (
@@ -268,12 +269,7 @@ def apply_plans(
             continue
         sequence.append(graph.ops[i])
         i += 1
-    for op in graph.ops:
-        op.detach()
-    if graph.terminator is None:
-        block.add_ops(sequence)
-    else:
-        block.insert_ops_before(sequence, graph.terminator)
+    relink(block, sequence, graph.terminator)  # the replaced originals are erased below
     for op in originals:
         op.drop_all_references()
     for op in reversed(originals):

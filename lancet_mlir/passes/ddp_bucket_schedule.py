@@ -22,6 +22,7 @@ from lancet_mlir.graph.rewrite import (
     apply_order,
     check_dominance,
     fuse_collectives,
+    relink,
     schedulable_blocks,
 )
 from lancet_mlir.passes.options import CheckedOptions, check_int
@@ -81,7 +82,7 @@ class DdpBucketSchedulePass(CheckedOptions, ModulePass):
                 continue
             desired.append(o)
             desired.extend(anchored.get(i, []))
-        _relink(block, desired, graph.terminator)
+        relink(block, desired, graph.terminator)  # maybe invalid: re-sorted right after
         relinked = DataflowGraph.from_block(block)
         apply_order(relinked, relinked.topo_order())
 
@@ -95,13 +96,3 @@ def _fuse(members: list[Operation]) -> Operation:
         fused.attributes[ROLE_ATTR] = role
     return fused
 
-
-def _relink(block: Block, ops: list[Operation], terminator: Operation | None) -> None:
-    """Put `ops` (every non-terminator op of the block) in this order, possibly invalid;
-    the caller restores a topological order right after."""
-    for o in ops:
-        block.detach_op(o)
-    if terminator is None:
-        block.add_ops(ops)
-    else:
-        block.insert_ops_before(ops, terminator)

@@ -15,7 +15,7 @@ from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
-from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives, fused_collective
+from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives, fused_collective, relink
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
@@ -85,12 +85,6 @@ def apply_result(graph: DataflowGraph, result: PipelineResult) -> None:
     ops = [fused.get(old, graph.ops[old]) for old in result.old_index]
     if not result.groups and result.order == list(range(len(ops))):
         return
-    for op in ops:
-        op.detach()
-    ordered = [ops[i] for i in result.order]
-    if graph.terminator is None:
-        block.add_ops(ordered)
-    else:
-        block.insert_ops_before(ordered, graph.terminator)
+    relink(block, [ops[i] for i in result.order], graph.terminator)
     if DataflowGraph.from_block(block).first_use_before_def() is not None:
         raise ScheduleError("internal error: schedule is not a topological order")

@@ -26,12 +26,13 @@ from typing import Any, Protocol
 
 import numpy as np
 from xdsl.dialects.arith import ConstantOp
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir import attrs
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
+from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp, module_world_size
+from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.runtime import collectives
 from lancet_mlir.runtime.collectives import op_label
 from lancet_mlir.runtime.values import (
@@ -141,12 +142,6 @@ def select_function(module: ModuleOp, name: str | None = None) -> FuncOp:
     return public[0]
 
 
-def module_world_size(module: ModuleOp) -> int | None:
-    """The module's `lancet.world_size` attribute, if any."""
-    attr = module.attributes.get(WORLD_SIZE_ATTR)
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
-
-
 def check_world_size(module: ModuleOp, ranks: int, how: str = "--ranks") -> None:
     """UserError unless `ranks` equals the module's declared world size (when present)."""
     declared = module_world_size(module)
@@ -208,7 +203,7 @@ def opaque_results(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarr
     Result k is a fixed pattern (from the op name and k) plus tanh of a weighted sum of the
     inputs' means: any change of which values feed the op changes its results.
     """
-    name = op.op_name.data if op.name == "builtin.unregistered" else op.name  # type: ignore[attr-defined]
+    name = op_display_name(op)
     salt = zlib.crc32(name.encode()) % 997
     mix = sum(
         (i + 1) * float(np.mean(np.asarray(x, dtype=np.float64))) if np.size(x) else 0.0

@@ -1,6 +1,6 @@
 """Multi-rank execution on MPI: one rank per process, collectives through mpi4py.
 
-mpi4py is imported only when a program runs under an MPI launcher (`under_mpi_launcher`), so
+mpi4py is imported only when a program runs as one of several MPI ranks (`in_mpi_job`), so
 the rest of the runtime works without an MPI library.
 
 Fault handling (no rank ever waits forever on a rank that failed):
@@ -44,7 +44,7 @@ from lancet_mlir.runtime.collectives import (
     valid_rows,
 )
 from lancet_mlir.support.errors import AgreedError
-from lancet_mlir.support.mpi_job import fault_point, launcher_world_size
+from lancet_mlir.support.mpi_job import fault_point
 from lancet_mlir.support.mpi_job import world_comm as world_comm  # re-exported for the tools
 
 # dtypes MPI reduces natively; other dtypes (f16, bool, ...) are gathered and reduced locally
@@ -58,11 +58,6 @@ class RankFailure(AgreedError):
         super().__init__(f"rank {rank}: {message}")
         self.rank = rank
         self.message = message
-
-
-def under_mpi_launcher() -> bool:
-    """True when this process was started by mpiexec/mpirun (with any number of ranks)."""
-    return launcher_world_size() is not None
 
 
 def agree(comm: Any, error: str | None) -> None:

@@ -33,10 +33,3 @@ def mpiexec_argv(n: int) -> list[str]:
     return [find_mpiexec(), "-n", str(n)]
 
 
-def under_mpiexec() -> bool:
-    """True when this process was started by an MPI launcher with more than one rank."""
-    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"):
-        value = os.environ.get(name)
-        if value is not None and value.isdigit() and int(value) > 1:
-            return True
-    return False

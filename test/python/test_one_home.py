@@ -122,22 +122,48 @@ def test_topological_order_follows_the_key_where_edges_allow(
         done.add(v)
 
 
-# The Kahn loop with a priority key lives in graph/core.py only; these modules used to carry
-# their own copy (issue 17, deliverable 2).
-_ONCE_HOMES = {
-    "topological_order": "graph/core.py",
-}
+_ROOT = Path(lancet_mlir.__file__).parent
 
 
-def test_one_topological_order() -> None:
-    root = Path(lancet_mlir.__file__).parent
-    kahn = re.compile(r"indeg\[\w+\] == 0|missing\[\w+\] == 0")
-    homes = sorted(
-        str(f.relative_to(root))
-        for f in root.rglob("*.py")
-        if kahn.search(f.read_text()) and "heapq" in f.read_text()
-    )
-    assert homes == [_ONCE_HOMES["topological_order"], "partition/phased.py"]
+def _homes(pattern: str, *also: str) -> list[str]:
+    """The modules of lancet_mlir whose source matches `pattern` (and contains every `also`)."""
+    rx = re.compile(pattern)
+    out = []
+    for f in sorted(_ROOT.rglob("*.py")):
+        text = f.read_text()
+        if rx.search(text) and all(a in text for a in also):
+            out.append(str(f.relative_to(_ROOT)))
+    return out
+
+
+def test_one_home_per_graph_concept() -> None:
+    """Issue 17, deliverable 2: one topological order with a priority key, one relink, one
+    world-size lookup, one op-name helper, one "under MPI" test, one graph protocol."""
+    # Kahn's loop (a heap of ready nodes); phased.py is a list-scheduling simulator, not a sort
+    assert _homes(r"indeg\[\w+\] == 0|missing\[\w+\] == 0", "heapq") == [
+        "graph/core.py",
+        "partition/phased.py",
+    ]
+    # relinking a block (detach + insert in a new order); partition/rewriter.py only inserts
+    # new ops at one place
+    assert _homes(r"\.detach_op\(|\.insert_ops_before\(|\.add_ops\(") == [
+        "graph/rewrite.py",
+        "partition/rewriter.py",
+        "passes/moe_partition.py",
+    ]
+    assert _homes(r"def module_world_size\(") == ["dialects/comm.py"]  # nearest declaring op
+    # reading the attribute's value: only there (dialects/checks.py validates it)
+    assert _homes(r"attributes\.get\((WORLD_SIZE_ATTR|attrs\.WORLD_SIZE)\)") == [
+        "dialects/checks.py",
+        "dialects/comm.py",
+    ]
+    assert _homes(r'"builtin\.unregistered"') == ["graph/dataflow.py"]
+    assert _homes(r"PMI_SIZE|OMPI_COMM_WORLD_SIZE") == ["support/launcher.py"]
+    assert _homes(r"def (in_mpi_job|under_mpi\w*)\(") == ["support/launcher.py"]
+    assert _homes(r"class \w+\(Protocol\):\n(\s+\"\"\"[^\"]*\"\"\"\n)?\s+preds:") == ["graph/core.py"]
+    assert _homes(r"^class (TaskGraph|Problem|DataflowGraph)\b") == []  # only at line start
+    graph_types = _homes(r"\nclass (TaskGraph|Problem|DataflowGraph)\b")
+    assert graph_types == ["graph/core.py", "graph/dataflow.py"]
 
 
 def test_summary_is_typed() -> None:

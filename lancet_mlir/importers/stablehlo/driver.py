@@ -21,7 +21,7 @@ from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.hlo_costs import HloCostModel, hlo_kind
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp
+from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
     COLLECTIVES,
@@ -150,9 +150,9 @@ def _world_size(
 ) -> int | None:
     if override is not None:
         return override
-    existing = module.attributes.get(WORLD_SIZE_ATTR)
-    if isinstance(existing, IntegerAttr):
-        return existing.value.data
+    existing = module_world_size(module)
+    if existing is not None:
+        return existing
     parts = module.attributes.get("mhlo.num_partitions")
     replicas = module.attributes.get("mhlo.num_replicas")
     if isinstance(parts, IntegerAttr) or isinstance(replicas, IntegerAttr):
