@@ -8,10 +8,10 @@ its decision.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
@@ -76,8 +76,13 @@ class DataflowGraph:
         ops: Sequence[Operation],
         block: Block | None = None,
         terminator: Operation | None = None,
+        rename: Mapping[SSAValue, SSAValue] | None = None,
     ) -> DataflowGraph:
-        """Build the graph of a sequence of sibling ops (edges outside the sequence ignored)."""
+        """Build the graph of a sequence of sibling ops (edges outside the sequence ignored).
+
+        With `rename`, a use of a value in it counts as a use of its replacement: the graph
+        of a planned rewrite (new ops not inserted yet, uses not rerouted yet) is the graph
+        the block will have once the plan is applied."""
         ops = list(ops)
         index = {op: i for i, op in enumerate(ops)}
         memory_preds = _memory_order_edges(ops)
@@ -85,7 +90,7 @@ class DataflowGraph:
         for i, op in enumerate(ops):
             producers = {
                 p
-                for p in (index.get(owner) for owner in _operand_owners(op, index))
+                for p in (index.get(owner) for owner in _operand_owners(op, index, rename))
                 if p is not None and p != i
             }
             producers.update(memory_preds.get(i, ()))
@@ -164,10 +169,16 @@ class DataflowGraph:
         return out
 
 
-def _operand_owners(op: Operation, index: dict[Operation, int]) -> Iterable[Operation]:
-    """Owners of every operand of `op`, including operands of ops nested in its regions,
-    mapped to the top-level op of the graph that contains them."""
+def _operand_owners(
+    op: Operation,
+    index: dict[Operation, int],
+    rename: Mapping[SSAValue, SSAValue] | None = None,
+) -> Iterable[Operation]:
+    """Owners of every operand of `op` (after `rename`), including operands of ops nested in
+    its regions, mapped to the top-level op of the graph that contains them."""
     for operand in op.operands:
+        if rename:
+            operand = rename.get(operand, operand)
         owner = operand.owner
         if isinstance(owner, Operation):
             yield owner
@@ -177,6 +188,8 @@ def _operand_owners(op: Operation, index: dict[Operation, int]) -> Iterable[Oper
         if inner is op:
             continue
         for operand in inner.operands:
+            if rename:
+                operand = rename.get(operand, operand)
             owner = operand.owner
             if isinstance(owner, Operation) and owner in index:
                 yield owner

@@ -340,6 +340,8 @@ def apply_region(
     for (i, j), v in region.merged.items():
         graph.ops[i].results[j].replace_uses_with_if(v, lambda use: use.operation not in doomed)
     relink(block, order, anchor)  # the region's originals are erased below
+    for op in originals:  # detached first: drop_all_references clears the parent only
+        op.detach()
     for op in originals:
         op.drop_all_references()
     for op in reversed(originals):

@@ -240,25 +240,23 @@ def simulate_plan(
     return total, orders
 
 
-def apply_plans(
+def layout_plans(
     graph: DataflowGraph, plans: Sequence[tuple[TokenPlan, Sequence[Sequence[Operation]]]]
-) -> None:
-    """Replace every plan's ranges (disjoint: see `overlaps`) by their orders (from
-    `simulate_plan`), reroute the rebuilt results and erase the original ops."""
-    block = graph.block
-    assert block is not None
+) -> tuple[list[Operation], dict[SSAValue, SSAValue], list[Operation]]:
+    """What applying `plans` does, as data: the block's new op sequence (every plan's ranges,
+    disjoint: see `overlaps`, replaced by their orders from `simulate_plan`), the rerouting
+    of the regions' results to their rebuilt values (for every use outside the replaced
+    ops) and the replaced original ops."""
     starts: dict[int, tuple[int, Sequence[Operation]]] = {}
-    originals: list[Operation] = []
     regions: list[PartitionedRegion] = []
     for plan, orders in plans:
         for nodes, order in zip(plan.ranges(), orders, strict=True):
             starts[nodes[0]] = (nodes[-1], order)
         regions += [r for r in (plan.forward(), plan.backward()) if r is not None]
     originals = [graph.ops[i] for r in regions for i in r.nodes]
-    doomed = set(originals)
-    for region in regions:
-        for (i, j), v in region.merged.items():
-            graph.ops[i].results[j].replace_uses_with_if(v, lambda use: use.operation not in doomed)
+    rename: dict[SSAValue, SSAValue] = {
+        graph.ops[i].results[j]: v for region in regions for (i, j), v in region.merged.items()
+    }
     sequence: list[Operation] = []
     i = 0
     while i < len(graph.ops):
@@ -269,7 +267,23 @@ def apply_plans(
             continue
         sequence.append(graph.ops[i])
         i += 1
+    return sequence, rename, originals
+
+
+def apply_plans(
+    graph: DataflowGraph, plans: Sequence[tuple[TokenPlan, Sequence[Sequence[Operation]]]]
+) -> None:
+    """Apply `layout_plans`: relink the block in the new sequence, reroute the rebuilt
+    results and erase the original ops."""
+    block = graph.block
+    assert block is not None
+    sequence, rename, originals = layout_plans(graph, plans)
+    doomed = set(originals)
+    for old, new in rename.items():
+        old.replace_uses_with_if(new, lambda use: use.operation not in doomed)
     relink(block, sequence, graph.terminator)  # the replaced originals are erased below
+    for op in originals:  # detached first: drop_all_references clears the parent only
+        op.detach()
     for op in originals:
         op.drop_all_references()
     for op in reversed(originals):

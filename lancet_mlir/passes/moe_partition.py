@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
 from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
-from lancet_mlir.partition.base import PartitionError, node_name
+from lancet_mlir.partition.base import PartitionError
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
@@ -29,15 +27,15 @@ from lancet_mlir.partition.region import (
     record_parts,
     simulate_range,
 )
-from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
-from lancet_mlir.partition.token_plan import (
-    Spans,
-    TokenPlan,
-    apply_plans,
-    overlaps,
-    plan_layer,
-    simulate_plan,
+from lancet_mlir.partition.token import token_gates
+from lancet_mlir.partition.token_block import (
+    EXTENDS,
+    TokenSearch,
+    discard_plans,
+    plan_token_block,
+    planned_graph,
 )
+from lancet_mlir.partition.token_plan import apply_plans
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.sim import evaluate_fixed_order
@@ -45,7 +43,6 @@ from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
-EXTENDS = ("none", "forward", "all")
 
 OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
 
@@ -209,100 +206,27 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         _restore(block, saved)  # never worse: keep the input
 
     def _token_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
-        """Token parts for every MoE layer of the block (option axis=token), each with the
-        regions around it (`partition/token_plan.py`). All layers are planned on the input
-        graph (a layer's regions take the parts the previous layer's regions left, so
-        nothing is concatenated and split again between them) and applied together."""
+        """Token parts for every MoE layer of the block (option axis=token), planned on the
+        input graph (`partition/token_block.py`); the planned block is simulated before the
+        IR changes, and the plans are applied only when it is faster (never worse) or the
+        part count is forced, else discarded."""
         graph = DataflowGraph.from_block(block)
-        gates = token_gates(graph)
-        if not gates:
+        if not token_gates(graph):
             return
-        base = _fixed_order_us(graph, time_of, sim)
-        layers: list[TokenLayer | None] = []
-        for gate in gates:
-            try:
-                layers.append(find_layer(graph, gate))
-            except PartitionError as exc:
-                if self.parts is not None:
-                    raise PassFailedException(f"{self.name}: {exc}") from None
-                layers.append(None)
-        chosen: list[tuple[TokenPlan, list[list[Operation]]]] = []
-        taken: list[tuple[int, int]] = []
-        offered: Available = {}
-        for t, layer in enumerate(layers):
-            if layer is None:
-                continue
-            spans = _token_spans(graph, layers, t, time_of)
-            if self.extend != "all":
-                spans = Spans(spans.before, spans.after)
-            if self.extend == "none":
-                spans = Spans()
-            nodes = [*spans.before, *spans.after, *spans.bwd_before, *spans.bwd_after]
-            weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-            plan = self._best_plan(graph, layer, spans, weights, time_of, offered)
-            if plan is None:
-                continue
-            if overlaps(plan[0], taken):  # an input order that interleaves two layers
-                plan[0].discard()
-                if self.parts is not None:
-                    raise PassFailedException(
-                        f"{self.name}: token parts: the MoE layer of "
-                        f"'{node_name(graph, layer.gate)}' interleaves in program order with "
-                        "an earlier one (each layer's ops must form one range)"
-                    )
-                continue
-            chosen.append(plan)
-            taken += [(r[0], r[-1]) for r in plan[0].ranges()]
-            offered = plan[0].offered
+        search = TokenSearch(self.parts, self.max_parts, self.extend)
+        try:
+            chosen = plan_token_block(graph, time_of, search)
+        except PartitionError as exc:
+            raise PassFailedException(f"{self.name}: {exc}") from None
         if not chosen:
             return
-        saved = _copy_ops(block) if self.parts is None else None
+        if self.parts is None:
+            base = _fixed_order_us(graph, time_of, sim)
+            if not _fixed_order_us(planned_graph(graph, chosen), time_of, sim) < base:
+                discard_plans(chosen)  # never worse: keep the input
+                return
         apply_plans(graph, chosen)
         erase_unused([op for plan, _ in chosen for op in plan.epilogues()])
-        if saved is None:
-            return
-        if _fixed_order_us(DataflowGraph.from_block(block), time_of, sim) < base:
-            _erase_all(saved)
-            return
-        _restore(block, saved)  # never worse: keep the input
-
-    def _best_plan(
-        self,
-        graph: DataflowGraph,
-        layer: TokenLayer,
-        spans: Spans,
-        weights: dict[int, float],
-        time_of: OpCost,
-        offered: Available,
-    ) -> tuple[TokenPlan, list[list[Operation]]] | None:
-        """The token plan (part count) that saves the most phased-simulation time over the
-        unpartitioned ranges (None: none saves any); with `parts`, that count or an error."""
-        forced = self.parts is not None
-        if self.parts is not None and self.parts > layer.tokens:
-            raise PassFailedException(
-                f"{self.name}: {self.parts} token parts exceed the {layer.tokens} tokens "
-                f"of '{node_name(graph, layer.gate)}'"
-            )
-        top = min(self.max_parts, layer.tokens)
-        counts = [self.parts] if self.parts is not None else list(range(2, top + 1))
-        best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
-        for n in counts:
-            try:
-                plan = plan_layer(graph, layer, n, spans, weights, offered)
-            except PartitionError as exc:
-                if forced:
-                    raise PassFailedException(f"{self.name}: {exc}") from None
-                continue
-            ranges = plan.ranges()
-            cost, orders = simulate_plan(graph, plan, ranges, time_of)
-            saving = simulate_plan(graph, None, ranges, time_of)[0] - cost
-            if forced or (saving > 0 and (best is None or saving > best[0])):
-                if best is not None:
-                    best[1].discard()
-                best = (saving, plan, orders)
-            else:
-                plan.discard()
-        return None if best is None else (best[1], best[2])
 
     def _choose(
         self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
@@ -432,62 +356,3 @@ def _restore(block: Block, saved: list[Operation]) -> None:
     _erase_all(list(block.ops))
     block.add_ops(saved)
 
-
-def _token_spans(
-    graph: DataflowGraph, layers: Sequence[TokenLayer | None], t: int, time_of: OpCost
-) -> Spans:
-    """The nodes layer t's token plan may extend over (all layers found in one graph).
-
-    Forward: before the gate, from where the previous MoE layer's span after its combine
-    ends (else from the start); after the combine, up to the middle (by time) of the ops
-    between it and the next MoE layer's gate, or for the last one up to the end of the
-    forward (the first op with a non-forward role, or the layer's backward). Backward (in
-    program order the later layer's backward comes first): before the combine's gradient,
-    from the middle of the ops after the next MoE layer's backward (else from the end of
-    the forward); after the dispatch's gradient, up to the middle of the ops before the
-    previous MoE layer's backward (else up to the first op that is no gradient)."""
-    layer = layers[t]
-    assert layer is not None
-    n_ops = len(graph.ops)
-    prev = next((x for x in reversed(layers[:t]) if x is not None), None)
-    nxt = next((x for x in layers[t + 1 :] if x is not None), None)
-    fwd_end = _first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), "fwd")
-    lo = _forward_split(graph, prev, layer, time_of) if prev is not None else 0
-    end = _forward_split(graph, layer, nxt, time_of) if nxt is not None else fwd_end
-    before, after = range(lo, layer.gate), range(layer.combine + 1, min(end, fwd_end))
-    if layer.bwd is None:
-        return Spans(before, after)
-    first, last = min(layer.bwd_nodes), max(layer.bwd_nodes)
-    start = fwd_end
-    if nxt is not None and nxt.bwd is not None and max(nxt.bwd_nodes) < first:
-        start = _middle(graph, max(nxt.bwd_nodes) + 1, first, time_of)
-    stop = _first_role(graph, last + 1, n_ops, "dx", "dw")
-    if prev is not None and prev.bwd is not None and min(prev.bwd_nodes) > last:
-        stop = min(stop, _middle(graph, last + 1, min(prev.bwd_nodes), time_of))
-    return Spans(before, after, range(max(start, after.stop), first), range(last + 1, stop))
-
-
-def _forward_split(graph: DataflowGraph, a: TokenLayer, b: TokenLayer, time_of: OpCost) -> int:
-    """Where the span after layer a's combine ends and the span before b's gate starts."""
-    return _middle(graph, a.combine + 1, max(a.combine + 1, b.gate), time_of)
-
-
-def _first_role(graph: DataflowGraph, lo: int, hi: int, *roles: str) -> int:
-    """The first node in [lo, hi) whose `lancet.role` is not one of `roles` (else hi)."""
-    for i in range(lo, hi):
-        role = graph.ops[i].attributes.get(attrs.ROLE)
-        if isinstance(role, StringAttr) and role.data not in roles:
-            return i
-    return hi
-
-
-def _middle(graph: DataflowGraph, lo: int, hi: int, time_of: OpCost) -> int:
-    """The node of [lo, hi] where the ops from lo have taken half the time of [lo, hi)."""
-    times = [time_of(graph.ops[i]) for i in range(lo, hi)]
-    half, acc, at = sum(times) / 2, 0.0, lo
-    for dt in times:
-        if acc >= half:
-            break
-        acc += dt
-        at += 1
-    return at

@@ -1,0 +1,223 @@
+"""Token parts for every MoE layer of a block, planned on data (`moe-partition{axis=token}`).
+
+`plan_token_block` finds the block's MoE layers, the spans each layer's plan may extend over
+(`token_spans`) and, per layer, the part count the phased simulation rates best
+(`best_token_plan`); all layers are planned on the input graph (a layer's regions take the
+parts the previous layer's regions left, so nothing is concatenated and split again between
+them). A plan's new ops are built detached: `planned_graph` is the block as it will be once
+the plans are applied (`token_plan.apply_plans`, then `region.erase_unused`), so the caller
+simulates the result before touching the IR and either applies the plans or discards them
+(`discard_plans`): the IR is built once, never cloned and restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from lancet_mlir import attrs
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.partition.base import PartitionError, node_name
+from lancet_mlir.partition.region import Available, OpCost
+from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
+from lancet_mlir.partition.token_plan import (
+    Spans,
+    TokenPlan,
+    layout_plans,
+    overlaps,
+    plan_layer,
+    simulate_plan,
+)
+
+EXTENDS = ("none", "forward", "all")
+"""How far a layer's plan extends (`moe-partition` option `extend`)."""
+
+ChosenPlan = tuple[TokenPlan, list[list[Operation]]]
+"""A layer's plan and the launch orders of its ranges (from `simulate_plan`)."""
+
+
+@dataclass(frozen=True)
+class TokenSearch:
+    """What `plan_token_block` tries: a forced part count (`parts`; errors are raised) or
+    every count 2..`max_parts`, and the spans around each layer (`extend`, see EXTENDS)."""
+
+    parts: int | None
+    max_parts: int
+    extend: str
+
+
+def plan_token_block(graph: DataflowGraph, time_of: OpCost, search: TokenSearch) -> list[ChosenPlan]:
+    """The chosen plan of every MoE layer of the block of `graph` that has one, in program
+    order (none applied yet). With `search.parts`, a layer that cannot be split so raises
+    PartitionError with the reason; else such a layer is left out."""
+    forced = search.parts is not None
+    layers: list[TokenLayer | None] = []
+    for gate in token_gates(graph):
+        try:
+            layers.append(find_layer(graph, gate))
+        except PartitionError:
+            if forced:
+                raise
+            layers.append(None)
+    chosen: list[ChosenPlan] = []
+    taken: list[tuple[int, int]] = []
+    offered: Available = {}
+    for t, layer in enumerate(layers):
+        if layer is None:
+            continue
+        spans = token_spans(graph, layers, t, time_of)
+        if search.extend != "all":
+            spans = Spans(spans.before, spans.after)
+        if search.extend == "none":
+            spans = Spans()
+        nodes = [*spans.before, *spans.after, *spans.bwd_before, *spans.bwd_after]
+        weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
+        plan = best_token_plan(graph, layer, spans, weights, time_of, offered, search)
+        if plan is None:
+            continue
+        if overlaps(plan[0], taken):  # an input order that interleaves two layers
+            plan[0].discard()
+            if forced:
+                raise PartitionError(
+                    f"token parts: the MoE layer of '{node_name(graph, layer.gate)}' "
+                    "interleaves in program order with an earlier one (each layer's ops must "
+                    "form one range)"
+                )
+            continue
+        chosen.append(plan)
+        taken += [(r[0], r[-1]) for r in plan[0].ranges()]
+        offered = plan[0].offered
+    return chosen
+
+
+def best_token_plan(
+    graph: DataflowGraph,
+    layer: TokenLayer,
+    spans: Spans,
+    weights: dict[int, float],
+    time_of: OpCost,
+    offered: Available,
+    search: TokenSearch,
+) -> ChosenPlan | None:
+    """The token plan (part count) that saves the most phased-simulation time over the
+    unpartitioned ranges (None: none saves any); with `search.parts`, that count or a
+    PartitionError."""
+    forced = search.parts is not None
+    if search.parts is not None and search.parts > layer.tokens:
+        raise PartitionError(
+            f"{search.parts} token parts exceed the {layer.tokens} tokens "
+            f"of '{node_name(graph, layer.gate)}'"
+        )
+    top = min(search.max_parts, layer.tokens)
+    counts = [search.parts] if search.parts is not None else list(range(2, top + 1))
+    best: tuple[float, TokenPlan, list[list[Operation]]] | None = None
+    for n in counts:
+        try:
+            plan = plan_layer(graph, layer, n, spans, weights, offered)
+        except PartitionError:
+            if forced:
+                raise
+            continue
+        ranges = plan.ranges()
+        cost, orders = simulate_plan(graph, plan, ranges, time_of)
+        saving = simulate_plan(graph, None, ranges, time_of)[0] - cost
+        if forced or (saving > 0 and (best is None or saving > best[0])):
+            if best is not None:
+                best[1].discard()
+            best = (saving, plan, orders)
+        else:
+            plan.discard()
+    return None if best is None else (best[1], best[2])
+
+
+def planned_graph(graph: DataflowGraph, chosen: Sequence[ChosenPlan]) -> DataflowGraph:
+    """The graph the block of `graph` has once `chosen` is applied and the rebuilds nobody
+    reads are erased, built from the detached new ops without changing the IR."""
+    sequence, rename, originals = layout_plans(graph, chosen)
+    doomed = set(originals)
+    renamed_to: dict[SSAValue, list[SSAValue]] = {}
+    for old, new in rename.items():
+        renamed_to.setdefault(new, []).append(old)
+    erased: set[Operation] = set()
+
+    def used(v: SSAValue) -> bool:
+        users = [u.operation for u in v.uses]
+        users += [u.operation for old in renamed_to.get(v, ()) for u in old.uses]
+        return any(u not in doomed and u not in erased for u in users)
+
+    # as `erase_unused` does, last first
+    for op in reversed([op for plan, _ in chosen for op in plan.epilogues()]):
+        if not any(used(r) for r in op.results):
+            erased.add(op)
+    kept = [op for op in sequence if op not in erased]
+    return DataflowGraph.from_ops(kept, graph.block, graph.terminator, rename=rename)
+
+
+def discard_plans(chosen: Sequence[ChosenPlan]) -> None:
+    """Erase the new ops of every plan (none inserted), later plans first (they may read
+    parts an earlier plan made)."""
+    for plan, _ in reversed(chosen):
+        plan.discard()
+
+
+def token_spans(
+    graph: DataflowGraph, layers: Sequence[TokenLayer | None], t: int, time_of: OpCost
+) -> Spans:
+    """The nodes layer t's token plan may extend over (all layers found in one graph).
+
+    Forward: before the gate, from where the previous MoE layer's span after its combine
+    ends (else from the start); after the combine, up to the middle (by time) of the ops
+    between it and the next MoE layer's gate, or for the last one up to the end of the
+    forward (the first op with a non-forward role, or the layer's backward). Backward (in
+    program order the later layer's backward comes first): before the combine's gradient,
+    from the middle of the ops after the next MoE layer's backward (else from the end of
+    the forward); after the dispatch's gradient, up to the middle of the ops before the
+    previous MoE layer's backward (else up to the first op that is no gradient)."""
+    layer = layers[t]
+    assert layer is not None
+    n_ops = len(graph.ops)
+    prev = next((x for x in reversed(layers[:t]) if x is not None), None)
+    nxt = next((x for x in layers[t + 1 :] if x is not None), None)
+    fwd_end = first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), "fwd")
+    lo = _forward_split(graph, prev, layer, time_of) if prev is not None else 0
+    end = _forward_split(graph, layer, nxt, time_of) if nxt is not None else fwd_end
+    before, after = range(lo, layer.gate), range(layer.combine + 1, min(end, fwd_end))
+    if layer.bwd is None:
+        return Spans(before, after)
+    first, last = min(layer.bwd_nodes), max(layer.bwd_nodes)
+    start = fwd_end
+    if nxt is not None and nxt.bwd is not None and max(nxt.bwd_nodes) < first:
+        start = middle(graph, max(nxt.bwd_nodes) + 1, first, time_of)
+    stop = first_role(graph, last + 1, n_ops, "dx", "dw")
+    if prev is not None and prev.bwd is not None and min(prev.bwd_nodes) > last:
+        stop = min(stop, middle(graph, last + 1, min(prev.bwd_nodes), time_of))
+    return Spans(before, after, range(max(start, after.stop), first), range(last + 1, stop))
+
+
+def _forward_split(graph: DataflowGraph, a: TokenLayer, b: TokenLayer, time_of: OpCost) -> int:
+    """Where the span after layer a's combine ends and the span before b's gate starts."""
+    return middle(graph, a.combine + 1, max(a.combine + 1, b.gate), time_of)
+
+
+def first_role(graph: DataflowGraph, lo: int, hi: int, *roles: str) -> int:
+    """The first node in [lo, hi) whose `lancet.role` is not one of `roles` (else hi)."""
+    for i in range(lo, hi):
+        role = graph.ops[i].attributes.get(attrs.ROLE)
+        if isinstance(role, StringAttr) and role.data not in roles:
+            return i
+    return hi
+
+
+def middle(graph: DataflowGraph, lo: int, hi: int, time_of: OpCost) -> int:
+    """The node of [lo, hi] where the ops from lo have taken half the time of [lo, hi)."""
+    times = [time_of(graph.ops[i]) for i in range(lo, hi)]
+    half, acc, at = sum(times) / 2, 0.0, lo
+    for dt in times:
+        if acc >= half:
+            break
+        acc += dt
+        at += 1
+    return at

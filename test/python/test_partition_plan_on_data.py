@@ -1,0 +1,87 @@
+"""moe-partition{axis=token} plans on data and builds the IR once (issue 17, deliverable 7):
+the planned block (`planned_graph`) is exactly the block the applied plans give, and a block
+whose plans are not faster keeps its own ops (no clone, no restore)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import function_graph, to_text
+from xdsl.context import Context
+
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.partition.region import erase_unused
+from lancet_mlir.partition.token_block import (
+    TokenSearch,
+    discard_plans,
+    middle,
+    plan_token_block,
+    planned_graph,
+)
+from lancet_mlir.partition.token_plan import apply_plans, layout_plans
+from lancet_mlir.passes.moe_partition import MoePartitionPass
+
+# layer 1 is MoE; 16 tokens (4 sequences of 4), 4 experts (2 per rank on 2 ranks), capacity 4
+CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
+                    experts_per_rank=2, vocab=11)  # fmt: skip
+CFG4 = GPT2MoEConfig(layers=4, hidden=8, heads=2, seq=4, batch=4, world_size=2,
+                     experts_per_rank=2, vocab=11)  # fmt: skip
+
+
+def _time_of(module):
+    model = MoePartitionPass(axis="token", cluster="p3dn").cost_model(module)
+    return lambda op: float(model.op_time_us(op, 2))
+
+
+@pytest.mark.parametrize(
+    ("cfg", "parts", "extend"),
+    [(CFG, 2, "forward"), (CFG, 3, "all"), (CFG4, 2, "all"), (CFG4, 4, "none")],
+)
+def test_the_planned_block_is_the_applied_block(cfg, parts, extend) -> None:
+    module = build_gpt2_moe(cfg)
+    graph = function_graph(module)
+    time_of = _time_of(module)
+    chosen = plan_token_block(graph, time_of, TokenSearch(parts, 4, extend))
+    assert chosen  # every layer was planned
+    planned = planned_graph(graph, chosen)
+    laid_out = len(layout_plans(graph, chosen)[0])
+    apply_plans(graph, chosen)
+    erase_unused([op for plan, _ in chosen for op in plan.epilogues()])
+    assert graph.block is not None
+    applied = DataflowGraph.from_block(graph.block)
+    assert applied.ops == planned.ops  # the same op objects in the same order
+    assert applied.preds == planned.preds
+    assert applied.succs == planned.succs
+    if (cfg, extend) == (CFG4, "all"):  # rebuilds that later layers read in parts are gone
+        assert len(applied.ops) < laid_out
+
+
+def test_discarded_plans_leave_the_block_as_it_was() -> None:
+    module = build_gpt2_moe(CFG4)
+    before = to_text(module)
+    graph = function_graph(module)
+    uses = [len(list(r.uses)) for op in graph.ops for r in op.results]
+    chosen = plan_token_block(graph, _time_of(module), TokenSearch(2, 4, "all"))
+    discard_plans(chosen)
+    assert [len(list(r.uses)) for op in graph.ops for r in op.results] == uses
+    assert to_text(module) == before
+
+
+def test_a_block_that_gains_nothing_keeps_its_own_ops() -> None:
+    # the tiny model's collectives are latency on p3dn: token parts only add work
+    module = build_gpt2_moe(CFG)
+    ops = list(function_graph(module).ops)
+    before = to_text(module)
+    MoePartitionPass(axis="token", cluster="p3dn").apply(Context(), module)
+    assert to_text(module) == before
+    assert function_graph(module).ops == ops  # not clones put back: the very same ops
+
+
+def test_middle_splits_by_time() -> None:
+    module = build_gpt2_moe(CFG)
+    graph = function_graph(module)
+    times = {op: t for op, t in zip(graph.ops, [1.0, 1.0, 4.0, 1.0, 1.0], strict=False)}
+    # ops 0..4 take 1, 1, 4, 1, 1 µs: half of 8 µs is reached after op 2
+    assert middle(graph, 0, 5, lambda op: times[op]) == 3
+    assert middle(graph, 0, 2, lambda op: times[op]) == 1
+    assert middle(graph, 3, 3, lambda op: times[op]) == 3  # an empty span
