@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any
 
 from xdsl.context import Context
@@ -14,12 +15,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from lancet_mlir import attrs
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
+from lancet_mlir.partition import candidates
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
@@ -93,38 +94,27 @@ def partition_candidates(
     with its label, in preference order: Lancet's DP plan (`dp`), whole MoE layers in n
     token parts with the regions around them (`token-n`, `moe-partition{axis=token
     parts=n}`) for n in TOKEN_PARTS, then the expert FFN alone
-    split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in EXPERT_DEGREES.
+    split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in EXPERT_DEGREES
+    (`partition/candidates.py` builds them).
 
     A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
     input) or cannot be built (n does not divide an expert block's capacity) is left out:
     it would only repeat the unpartitioned candidate.
     """
-    before = _count_parts(module)
-    stages: list[tuple[str, ModulePass]] = [
+    passes: list[tuple[str, ModulePass]] = [
         ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost)))
     ]
-    stages += [
+    passes += [
         (f"token-{n}", MoePartitionPass(axis="token", parts=n, **cost_options_of(cost)))
         for n in TOKEN_PARTS
     ]
-    stages += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
-    trials: list[tuple[str, ModuleOp]] = []
-    for label, stage in stages:
-        trial = module.clone()
-        try:
-            stage.apply(ctx, trial)
-        except PassFailedException as exc:
-            LOG.info(f"lancet-schedule: partition candidate {label} left out: {exc}")
-            continue
-        if _count_parts(trial) == before:
-            continue
-        trials.append((label, trial))
-    return trials
+    passes += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
+    stages = [(label, partial(stage.apply, ctx)) for label, stage in passes]
 
+    def refused(label: str, reason: str) -> None:
+        LOG.info(f"lancet-schedule: partition candidate {label} left out: {reason}")
 
-def _count_parts(module: ModuleOp) -> int:
-    """Ops tagged `lancet.part`: a partition stage that changed the module added some."""
-    return sum(1 for o in module.walk() if attrs.PART in o.attributes)
+    return candidates.partition_candidates(module, stages, refused)
 
 
 def _take_body(module: ModuleOp, donor: ModuleOp) -> None:

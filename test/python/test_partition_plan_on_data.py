@@ -1,15 +1,20 @@
 """moe-partition{axis=token} plans on data and builds the IR once (issue 17, deliverable 7):
 the planned block (`planned_graph`) is exactly the block the applied plans give, and a block
-whose plans are not faster keeps its own ops (no clone, no restore)."""
+whose plans are not faster keeps its own ops (no clone, no restore); lancet-schedule's
+partitioned candidates (`partition/candidates.py`)."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import function_graph, to_text
 from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.partition.base import PART_ATTR
+from lancet_mlir.partition.candidates import count_parts, partition_candidates
 from lancet_mlir.partition.region import erase_unused
 from lancet_mlir.partition.token_block import (
     TokenSearch,
@@ -85,3 +90,26 @@ def test_middle_splits_by_time() -> None:
     assert middle(graph, 0, 5, lambda op: times[op]) == 3
     assert middle(graph, 0, 2, lambda op: times[op]) == 1
     assert middle(graph, 3, 3, lambda op: times[op]) == 3  # an empty span
+
+
+def test_candidates_are_clones_and_refusals_are_reported() -> None:
+    module = build_gpt2_moe(CFG)
+    before = to_text(module)
+
+    def tag(m) -> None:  # partitions something: one op gets a part index
+        next(op for op in m.walk() if op.results).attributes[PART_ATTR] = IntegerAttr(0, 64)
+
+    def refuse(m) -> None:
+        raise PassFailedException("no axis")
+
+    refused: list[tuple[str, str]] = []
+    trials = partition_candidates(
+        module,
+        [("nothing", lambda m: None), ("no", refuse), ("tag", tag)],
+        lambda label, reason: refused.append((label, reason)),
+    )
+    assert [label for label, _ in trials] == ["tag"]
+    assert refused == [("no", "no axis")]
+    assert count_parts(trials[0][1]) == 1
+    assert count_parts(module) == 0
+    assert to_text(module) == before  # every stage ran on its own clone
