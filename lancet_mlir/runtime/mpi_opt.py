@@ -40,7 +40,8 @@ def _run_driver(main: Any) -> str:
 
 def run_on_rank0_and_broadcast(main: Any) -> str:
     """Run the driver on rank 0, broadcast its output text, and return it on every rank."""
-    from lancet_mlir.runtime.mpi import RankFailure, agree, launcher_world_size, world_comm
+    from lancet_mlir.runtime.mpi import RankFailure, agree, world_comm
+    from lancet_mlir.support.launcher import launcher_world_size
 
     size = launcher_world_size()
     if size is None or size < 2:
