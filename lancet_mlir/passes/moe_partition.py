@@ -213,6 +213,9 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         graph = DataflowGraph.from_block(block)
         if not token_gates(graph):
             return
+        # costed first, also when the count is forced: the cost model's notes keep the
+        # order in which it first costs each kind (the block's program order)
+        base = _fixed_order_us(graph, time_of, sim)
         search = TokenSearch(self.parts, self.max_parts, self.extend)
         try:
             chosen = plan_token_block(graph, time_of, search)
@@ -221,7 +224,6 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         if not chosen:
             return
         if self.parts is None:
-            base = _fixed_order_us(graph, time_of, sim)
             if not _fixed_order_us(planned_graph(graph, chosen), time_of, sim) < base:
                 discard_plans(chosen)  # never worse: keep the input
                 return
