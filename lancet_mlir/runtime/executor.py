@@ -41,7 +41,7 @@ from lancet_mlir.runtime.values import (
     make_inputs,
     shape_and_dtype,
 )
-from lancet_mlir.support.errors import UserError, one_line
+from lancet_mlir.support.errors import OptionError, UserError, one_line
 
 Progress = Callable[[int, int, str], None]
 """A progress callback: (ops done, ops in total, the op just run)."""
@@ -142,9 +142,13 @@ def select_function(module: ModuleOp, name: str | None = None) -> FuncOp:
     return public[0]
 
 
-def check_world_size(module: ModuleOp, ranks: int, how: str = "--ranks") -> None:
-    """UserError unless `ranks` equals the module's declared world size (when present)."""
+def check_world_size(module: ModuleOp, ranks: int, how: str | None = None) -> None:
+    """UserError unless `ranks` equals the module's declared world size (when present); with
+    `how` None (simulated ranks) an OptionError naming the parameter `ranks`."""
     declared = module_world_size(module)
+    if declared is not None and declared != ranks and how is None:
+        raise OptionError("ranks", f"runs {ranks} rank{'s' if ranks != 1 else ''}, but the module declares "
+                                    f"{WORLD_SIZE_ATTR} = {declared}")
     if declared is not None and declared != ranks:
         raise UserError(
             f"the module declares {WORLD_SIZE_ATTR} = {declared} but {how} gives {ranks} "
@@ -353,7 +357,7 @@ def execute(
     backend = _backend(comm, ranks)
     if comm is None:
         if ranks < 1:
-            raise UserError(f"--ranks must be >= 1, got {ranks}")
+            raise OptionError("ranks", f"must be >= 1, got {ranks}")
         check_world_size(module, ranks)
         return _execute_local(module, backend, seed, func, inputs, progress)
     return _execute_guarded(module, backend, seed, func, inputs, progress)

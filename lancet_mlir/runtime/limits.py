@@ -15,7 +15,7 @@ import os
 from xdsl.ir import Operation
 
 from lancet_mlir.dialects.comm import tensor_bytes
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import OptionError, UserError
 
 MAX_SIMULATED_RANKS = 1024
 """Most ranks `lancet-run --ranks` simulates in one process."""
@@ -24,9 +24,9 @@ MAX_SIMULATED_RANKS = 1024
 def check_simulated_ranks(ranks: int) -> None:
     """UserError when `ranks` simulated ranks are more than one process should run."""
     if ranks > MAX_SIMULATED_RANKS:
-        raise UserError(
-            f"--ranks {ranks}: at most {MAX_SIMULATED_RANKS} ranks can be simulated in one "
-            "process (each runs every op in turn); run more under mpiexec"
+        raise OptionError(
+            "ranks", f"at most {MAX_SIMULATED_RANKS} ranks can be simulated in one process, got "
+            f"{ranks} (each runs every op in turn); run more under mpiexec"
         )
 
 

@@ -285,13 +285,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `lancet-run`."""
 
     def body() -> int:
+        from lancet_mlir.support.errors import OptionError
         from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint, in_mpi_job
 
-        args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
-        if in_mpi_job():
-            return _run_mpi(args)
-        _check_args(args)
-        return _run_local(args)
+        try:
+            args = agree_on_setup(lambda: _setup(argv), args_fingerprint)
+            if in_mpi_job():
+                return _run_mpi(args)
+            _check_args(args)
+            return _run_local(args)
+        except OptionError as exc:  # the library names its parameter, we name our flag
+            raise exc.for_flag() from None
 
     run_cli(TOOL, body)
 

@@ -181,3 +181,15 @@ def test_a_gather_without_world_size_is_costed_at_the_group_its_shapes_imply() -
         # was: the largest measured group size (and only a note in the report)
         assert model.op_time_us(op) == model.op_time_us(op, world_size=4)
         assert model.op_time_us(op) != model.op_time_us(op, world_size=8)
+
+
+def test_runtime_errors_name_the_parameter_and_lancet_run_its_flag() -> None:
+    from lancet_mlir.runtime.limits import check_simulated_ranks
+    from lancet_mlir.support.errors import OptionError
+
+    with pytest.raises(OptionError, match=r"^ranks: at most 1024 ranks can be simulated") as info:
+        check_simulated_ranks(2000)
+    assert info.value.param == "ranks"
+    assert str(info.value.for_flag()).startswith("--ranks: at most 1024 ranks")
+    with pytest.raises(OptionError, match=r"^ranks: must be >= 1, got 0$"):
+        execute(parse_module_text(_sum3("f32", True)).module, ranks=0)

@@ -117,7 +117,7 @@ def test_world_size_must_match_ranks() -> None:
         "%r0 = comm.allreduce %a0 : (tensor<2xf32>) -> tensor<2xf32>", ["tensor<2xf32>"],
         ["tensor<2xf32>"], world=4,
     )  # fmt: skip
-    with pytest.raises(UserError, match="lancet.world_size = 4 but --ranks gives 2 ranks"):
+    with pytest.raises(UserError, match="ranks: runs 2 ranks, but the module declares lancet.world_size = 4"):
         run(text, ranks=2)
 
 
