@@ -200,7 +200,7 @@ class CollectiveOp(IRDLOperation):
         shrinks its axis by it), None when they do not say (the default)."""
         return None
 
-    def _axis_ratio(self, grow: bool) -> int | None:
+    def _axis_ratio(self, axis: int, grow: bool) -> int | None:
         """result/operand (grow) or operand/result extent of the first tensor pair along the
         op's axis, when whole and > 1."""
         pairs = self.data_pairs()
@@ -209,7 +209,6 @@ class CollectiveOp(IRDLOperation):
         a, b = pairs[0]
         if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)):
             return None
-        axis = _int(self.axis)
         small, big = (a.type.get_shape(), b.type.get_shape()) if grow else (b.type.get_shape(), a.type.get_shape())
         if not (0 <= axis < min(len(small), len(big))) or small[axis] <= 0 or big[axis] % small[axis]:
             return None
@@ -329,7 +328,7 @@ class AllGatherOp(CollectiveOp):
         _check_scaled(self.name, n, ins, outs, axis, size, grow=True)
 
     def shape_group_size(self) -> int | None:  # noqa: D102 - result dim / operand dim
-        return self._axis_ratio(grow=True)
+        return self._axis_ratio(_int(self.axis), grow=True)
 
 
 @irdl_op_definition
@@ -351,7 +350,7 @@ class ReduceScatterOp(CollectiveOp):
         _check_scaled(self.name, n, ins, outs, axis, size, grow=False)
 
     def shape_group_size(self) -> int | None:  # noqa: D102 - operand dim / result dim
-        return self._axis_ratio(grow=False)
+        return self._axis_ratio(_int(self.axis), grow=False)
 
 
 @irdl_op_definition

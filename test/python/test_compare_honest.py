@@ -148,7 +148,9 @@ def test_the_never_worse_line_shows_the_figure_the_decision_used() -> None:
     from lancet_mlir.sim.options import SimOptions
 
     func = next(op for op in parse(TWO_REDUCES).walk() if op.name == "func.func")
-    graph = DataflowGraph.from_block(func.regions[0].blocks.first)
+    block = func.regions[0].blocks.first
+    assert block is not None
+    graph = DataflowGraph.from_block(block)
     problem = block_problem(graph, [1.0, 1.0, 5.0, 5.0])
     identity = list(range(len(problem)))
     options = SimOptions(num_comm_streams=3)
@@ -172,8 +174,9 @@ def test_a_gather_without_world_size_is_costed_at_the_group_its_shapes_imply() -
     from helpers import parse
 
     from lancet_mlir.cost.cost_model import CostConfig, CostModel
+    from lancet_mlir.dialects.comm import CollectiveOp
 
-    gather, scatter = (op for op in parse(GATHER).walk() if op.name.startswith("comm."))
+    gather, scatter = (op for op in parse(GATHER).walk() if isinstance(op, CollectiveOp))
     assert gather.shape_group_size() == 4  # 4096 rows gathered from 1024
     assert scatter.shape_group_size() == 4
     model = CostModel.from_config(CostConfig(device="h100"))
