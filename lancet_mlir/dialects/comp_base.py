@@ -48,7 +48,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import IRDLOperation, var_operand_def, var_result_def
+from xdsl.irdl import IRDLOperation, var_result_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -128,23 +128,20 @@ _KIND_SYNTAX = {
 }
 
 
-def _is_bool_type(t: Attribute) -> bool:
-    return isinstance(t, IntegerType) and t.width.data == 1
-
-
 def _attr_to_value(spec: ParamSpec, attr: Attribute) -> Any:
-    """The Python value of a parameter attribute, or None when its kind is wrong."""
+    """The Python value of a parameter attribute, or None when its kind is wrong (exactly
+    the attributes the op class's typed property accepts: i1, i64, f64, array<i64>)."""
     if spec.kind is bool:
-        if isinstance(attr, IntegerAttr) and _is_bool_type(attr.type):
+        if isinstance(attr, IntegerAttr) and attr.type == i1:
             return bool(attr.value.data)
     elif spec.kind is int:
-        if isinstance(attr, IntegerAttr) and not _is_bool_type(attr.type):
+        if isinstance(attr, IntegerAttr) and attr.type == i64:
             return int(attr.value.data)
     elif spec.kind is float:
-        if isinstance(attr, FloatAttr):
+        if isinstance(attr, FloatAttr) and attr.type == f64:
             return float(attr.value.data)
     elif spec.kind is tuple:
-        if isinstance(attr, DenseArrayBase) and isinstance(attr.elt_type, IntegerType):
+        if isinstance(attr, DenseArrayBase) and attr.elt_type == i64:
             return tuple(int(v) for v in attr.get_values())
     elif isinstance(attr, StringAttr):
         return attr.data
@@ -209,11 +206,15 @@ def check_annotations(kernel: Kernel, attributes: Mapping[str, Attribute]) -> No
 
 
 class CompOp(IRDLOperation):
-    """Base class of every `comp.<kernel>` operation (generated into `comp_ops.py`)."""
+    """Base class of every `comp.<kernel>` operation (generated into `comp_ops.py`).
+
+    A generated class declares its operands (one named operand per input of a fixed-arity
+    kernel, `inputs` for a variadic one) and its typed parameter properties; `inputs` names
+    the operand list of every comp op.
+    """
 
     KERNEL: ClassVar[Kernel]
 
-    inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
 
     # Custom syntax `$inputs {params..., annotations...} : functional-type`: written by hand
@@ -227,12 +228,20 @@ class CompOp(IRDLOperation):
         attributes: Mapping[str, Attribute] | None = None,
         properties: Mapping[str, Attribute] | None = None,
     ):
-        super().__init__(
-            operands=[list(inputs)],
-            result_types=[list(result_types)],
+        # Operation's constructor, not IRDL's: a wrong operand count must reach the verifier
+        # (which names the kernel), not fail while parsing
+        Operation.__init__(
+            self,
+            operands=[SSAValue.get(v) for v in inputs],
+            result_types=list(result_types),
             attributes=dict(attributes or {}),
             properties=dict(properties or {}),
         )
+
+    @property
+    def inputs(self) -> Sequence[SSAValue]:
+        """The operands (for a fixed-arity kernel the named operands, in order)."""
+        return self.operands
 
     @classmethod
     def parse(cls, parser: Parser) -> Self:
@@ -259,12 +268,25 @@ class CompOp(IRDLOperation):
             printer.print_list(self.inputs, printer.print_operand)
         printer.print_op_attributes({**self.properties, **self.attributes})
         printer.print_string(" : ")
-        printer.print_function_type(self.inputs.types, self.outputs.types)
+        printer.print_function_type(self.operand_types, self.outputs.types)
 
     @property
     def kernel(self) -> Kernel:
         """The registry entry of this op."""
         return self.KERNEL
+
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        """Check annotations, parameters and the operand count in the kernel's words before
+        IRDL checks the typed properties and named operands (which would report them in
+        its own, less precise terms), then everything else."""
+        try:
+            check_annotations(self.KERNEL, self.attributes)
+            self.KERNEL.resolve_params(given_params(self.KERNEL, self.properties))
+            self.KERNEL.check_num_inputs(len(self.operands))
+        except KernelError as err:
+            error = VerifyException(f"{self.name}: {err}")
+            self.emit_error(f"Operation does not verify: {error}", error)
+        super().verify(verify_nested_ops)
 
     def verify_(self) -> None:
         """Check parameters, annotations and result types against the kernel's spec."""

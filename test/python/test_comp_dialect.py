@@ -22,14 +22,20 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.func import Func
 from xdsl.dialects.test import Test, TestOp
+from xdsl.irdl.constraints import VerificationContext
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from xdsl.utils.exceptions import VerifyException
 
 from lancet_mlir.dialects.comp import (
+    AdamUpdateOp,
     Comp,
     CompOp,
+    ConcatOp,
+    CrossEntropyOp,
+    MatmulOp,
+    MoeGateOp,
     build_op,
     kernel_of,
     kernel_params,
@@ -91,6 +97,77 @@ def test_one_op_class_per_kernel() -> None:
     assert issubclass(cls, CompOp)
     with pytest.raises(KeyError, match="unknown kernel 'nope'"):
         op_class("nope")
+
+
+def test_ops_have_typed_properties_and_named_operands() -> None:
+    """Every parameter is a property constrained by its kind, and a fixed-arity kernel's
+    inputs are named operands (`op.dy`), in the registry's order."""
+    constraint = {
+        bool: IntegerAttr(1, 1),
+        int: IntegerAttr(3, i64),
+        float: FloatAttr(2.0, 64),
+        tuple: DenseArrayBase.from_list(i64, [1, 2]),
+        str: StringAttr("top2"),
+    }
+    for kernel in KERNELS.values():
+        op_def = op_class(kernel.name).get_irdl_definition()
+        for name, spec in kernel.params.items():
+            prop = op_def.properties[name].constr
+            for kind, attr in constraint.items():
+                ok = True
+                try:
+                    prop.verify(attr, VerificationContext())
+                except VerifyException:
+                    ok = False
+                assert ok == (kind is spec.kind), (kernel.name, name, kind)
+        names = [name for name, _ in op_def.operands]
+        if kernel.num_inputs is None:
+            assert names == ["inputs"]
+        else:
+            assert tuple(names) == kernel.input_names
+            assert len(names) == kernel.num_inputs
+    module = parse(STEP)
+    ops = list(list(module.ops)[0].body.block.ops)
+    matmul, ce, gate, zeros, _, adam, cat = ops[:7]
+    assert isinstance(matmul, MatmulOp)
+    assert isinstance(gate, MoeGateOp)
+    assert isinstance(adam, AdamUpdateOp)
+    assert isinstance(cat, ConcatOp)
+    assert matmul.a is matmul.operands[0]
+    assert matmul.b is matmul.operands[1]
+    assert matmul.transpose_b == IntegerAttr(1, 1)
+    assert matmul.transpose_a is None
+    assert isinstance(ce, CrossEntropyOp)
+    assert ce.labels is ce.operands[1]
+    assert gate.logits is gate.operands[0]
+    assert gate.gate == StringAttr("top2")
+    assert [adam.param, adam.grad, adam.m, adam.v] == list(adam.operands)
+    assert list(cat.inputs) == list(cat.operands)
+    assert len(cat.inputs) == 3
+    assert list(matmul.inputs) == list(matmul.operands)
+    assert not list(zeros.inputs)
+
+
+def test_parameter_widths_are_exact() -> None:
+    """The typed properties take i64 ints, f64 floats, i1 bools and array<i64> only; the
+    verifier says so in the kernel's words before IRDL's constraint would."""
+    x = '%x = "test.op"() : () -> tensor<6x4xf32>\n'
+    assert (
+        "comp.softmax: parameter 'axis' expects an int (e.g. 3 : i64), got 1 : i32"
+        in _verify_error(
+            x + "%y = comp.softmax %x {axis = 1 : i32} : (tensor<6x4xf32>) -> tensor<6x4xf32>"
+        )
+    )
+    assert (
+        "comp.scale: parameter 'alpha' expects a float (e.g. 1.000000e-05 : f64), got "
+        "2.000000e+00 : f32"
+        in _verify_error(
+            x + "%y = comp.scale %x {alpha = 2.0 : f32} : (tensor<6x4xf32>) -> tensor<6x4xf32>"
+        )
+    )
+    assert "comp.reshape: parameter 'shape' expects an integer array" in _verify_error(
+        x + "%y = comp.reshape %x {shape = array<i32: 24>} : (tensor<6x4xf32>) -> tensor<24xf32>"
+    )
 
 
 def test_custom_syntax_round_trip() -> None:

@@ -24,6 +24,7 @@ register(
     Kernel(
         name="gelu",
         num_inputs=1,
+        input_names=("x",),
         params={},
         infer=unary_same_infer,
         flops=per_element(8),
@@ -37,6 +38,7 @@ register(
     Kernel(
         name="gelu_dx",
         num_inputs=2,
+        input_names=("dy", "x"),
         params={},
         infer=_gelu_dx_infer,
         flops=per_element(14),

@@ -237,6 +237,8 @@ class Kernel:
     Attributes:
         name: kernel name; the dialect op is `comp.<name>`.
         num_inputs: number of tensor inputs, or None when variadic.
+        input_names: the name of each input of a fixed-arity kernel: its op class's
+            operand accessors (`op.dy`). Empty: variadic (or unnamed) inputs, `op.inputs`.
         params: allowed static parameters, as ParamSpecs or bare defaults.
         infer: (input sigs, params) -> output sigs; raises KernelError on bad input.
         flops: (input sigs, output sigs, params) -> floating-point operation count.
@@ -251,6 +253,7 @@ class Kernel:
 
     name: str
     num_inputs: int | None
+    input_names: tuple[str, ...] = ()
     params: Mapping[str, ParamSpec | Any]
     infer: InferFn
     flops: CostFn
@@ -263,6 +266,14 @@ class Kernel:
         if not self.name.isidentifier() or not self.name.islower():
             raise KernelError(f"kernel name '{self.name}' must be a lower-case identifier")
         specs = {k: ParamSpec.of(v) for k, v in self.params.items()}
+        names = self.input_names
+        if names and len(names) != (self.num_inputs or 0):
+            raise KernelError(
+                f"kernel '{self.name}' names {len(names)} inputs, takes {self.num_inputs}"
+            )
+        clash = [n for n in names if not n.isidentifier() or n in specs or names.count(n) > 1]
+        if clash:
+            raise KernelError(f"kernel '{self.name}': bad or clashing input name '{clash[0]}'")
         object.__setattr__(self, "params", MappingProxyType(specs))
         for field_name, arity in (("infer", 2), ("flops", 3), ("bytes_moved", 3)):
             fn = getattr(self, field_name)

@@ -38,6 +38,7 @@ def _binary(name: str, doc: str) -> Kernel:
     return Kernel(
         name=name,
         num_inputs=2,
+        input_names=("a", "b"),
         params={},
         infer=_broadcast_infer,
         flops=per_element(1),
@@ -72,6 +73,7 @@ register(
     Kernel(
         name="bias_add",
         num_inputs=2,
+        input_names=("x", "bias"),
         params={},
         infer=_bias_add_infer,
         flops=per_element(1),
@@ -92,6 +94,7 @@ register(
     Kernel(
         name="scale",
         num_inputs=1,
+        input_names=("x",),
         params={"alpha": 1.0},
         infer=unary_same_infer,
         flops=per_element(1),

@@ -35,6 +35,7 @@ register(
     Kernel(
         name="embedding",
         num_inputs=2,
+        input_names=("table", "ids"),
         params={},
         infer=_embedding_infer,
         flops=zero_flops,
@@ -69,6 +70,7 @@ register(
     Kernel(
         name="embedding_dw",
         num_inputs=2,
+        input_names=("dy", "ids"),
         params={"num_embeddings": ParamSpec(int)},
         infer=_embedding_dw_infer,
         flops=lambda ins, outs, p: float(ins[0].numel),

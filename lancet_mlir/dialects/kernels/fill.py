@@ -30,6 +30,7 @@ def _make_fill(name: str, params: Mapping[str, Any], doc: str) -> Kernel:
     return Kernel(
         name=name,
         num_inputs=0,
+        input_names=(),
         params=params,
         infer=_fill_infer,
         flops=zero_flops,

@@ -28,6 +28,8 @@ MATMUL_KINDS = ("fwd", "dx", "dw")
 """Forward product, gradient of the first operand, gradient of the second (weight) operand."""
 
 _NAMES = {"fwd": ("lhs", "rhs"), "dx": ("dy", "rhs"), "dw": ("lhs", "dy")}
+_INPUTS = {"fwd": ("a", "b"), "dx": ("dy", "b"), "dw": ("a", "dy")}
+"""The operand names of each kind (its op class's accessors), as the docs name them."""
 _DOCS = {
     "fwd": "(a, b) -> a·b, with a/b transposed when transpose_a/transpose_b",
     "dx": "(dy, b) -> d a = dy·op(b)ᵀ, laid out like the forward a (params = forward's)",
@@ -75,6 +77,7 @@ def _make_matmul(kind: str, batch: bool) -> Kernel:
     return Kernel(
         name=matmul_kernel_name(kind, batch),
         num_inputs=2,
+        input_names=_INPUTS[kind],
         params={"transpose_a": False, "transpose_b": False},
         infer=infer,
         flops=flops,

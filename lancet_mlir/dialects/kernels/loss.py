@@ -45,6 +45,7 @@ register(
     Kernel(
         name="cross_entropy",
         num_inputs=2,
+        input_names=("logits", "labels"),
         params={},
         infer=_ce_infer,
         flops=lambda ins, outs, p: 4.0 * ins[0].numel,
@@ -57,6 +58,7 @@ register(
     Kernel(
         name="cross_entropy_dx",
         num_inputs=2,
+        input_names=("logits", "labels"),
         params={},
         infer=_ce_dx_infer,
         flops=lambda ins, outs, p: 5.0 * ins[0].numel,

@@ -52,6 +52,7 @@ register(
     Kernel(
         name="moe_gate",
         num_inputs=1,
+        input_names=("logits",),
         params=_GATE_PARAMS,
         infer=_moe_gate_infer,
         # softmax (5/elt) + top-k scans and cumsums (~4/elt per choice); outputs are written
@@ -78,6 +79,7 @@ register(
     Kernel(
         name="moe_gate_dx",
         num_inputs=2,
+        input_names=("dcombine", "logits"),
         params=_GATE_PARAMS,
         infer=_moe_gate_dx_infer,
         flops=lambda ins, outs, p: 13.0 * ins[1].numel,
@@ -110,6 +112,7 @@ register(
     Kernel(
         name="moe_gate_window",
         num_inputs=2,
+        input_names=("logits", "offsets"),
         params=_GATE_PARAMS,
         infer=_moe_gate_window_infer,
         flops=lambda ins, outs, p: 13.0 * ins[0].numel,
@@ -138,6 +141,7 @@ register(
     Kernel(
         name="moe_gate_window_dx",
         num_inputs=3,
+        input_names=("dcombine", "logits", "offsets"),
         params=_GATE_PARAMS,
         infer=_moe_gate_window_dx_infer,
         flops=lambda ins, outs, p: 13.0 * ins[1].numel,
@@ -174,6 +178,7 @@ def _make_moe(name: str, names: tuple[str, str], role: str, doc: str) -> Kernel:
     return Kernel(
         name=name,
         num_inputs=2,
+        input_names=names,
         params={},
         infer=infer,
         flops=flops,

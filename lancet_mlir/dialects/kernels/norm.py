@@ -45,6 +45,7 @@ register(
     Kernel(
         name="layer_norm",
         num_inputs=3,
+        input_names=("x", "gamma", "beta"),
         params={"eps": 1e-5},
         infer=_layer_norm_infer,
         flops=per_element(8),  # mean, centre, square, var, rsqrt-mul, scale, shift
@@ -67,6 +68,7 @@ register(
     Kernel(
         name="layer_norm_dx",
         num_inputs=3,
+        input_names=("dy", "x", "gamma"),
         params={"eps": 1e-5},
         infer=_layer_norm_dx_infer,
         flops=per_element(12),
@@ -91,6 +93,7 @@ register(
     Kernel(
         name="layer_norm_dw",
         num_inputs=2,
+        input_names=("dy", "x"),
         params={"eps": 1e-5},
         infer=_layer_norm_dw_infer,
         flops=lambda ins, outs, p: 8.0 * ins[0].numel,
@@ -124,6 +127,7 @@ register(
     Kernel(
         name="softmax",
         num_inputs=1,
+        input_names=("x",),
         params={"axis": -1, "causal": False},
         infer=_softmax_infer,
         flops=per_element(5),  # max, sub, exp, sum, div
@@ -147,6 +151,7 @@ register(
     Kernel(
         name="softmax_dx",
         num_inputs=2,
+        input_names=("dy", "y"),
         params={"axis": -1},
         infer=_softmax_dx_infer,
         flops=per_element(4),

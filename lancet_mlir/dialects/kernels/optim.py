@@ -44,6 +44,7 @@ register(
     Kernel(
         name="sgd_update",
         num_inputs=2,
+        input_names=("param", "grad"),
         params={"lr": 0.01},
         infer=_same_as_first_infer(("param", "grad"), 1),
         flops=per_element(2),
@@ -57,6 +58,7 @@ register(
     Kernel(
         name="adam_update",
         num_inputs=4,
+        input_names=("param", "grad", "m", "v"),
         params={"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 1},
         infer=_adam_infer,
         flops=per_element(12),

@@ -71,6 +71,7 @@ register(
     Kernel(
         name="reshape",
         num_inputs=1,
+        input_names=("x",),
         params={"shape": ParamSpec(tuple)},
         infer=_reshape_infer,
         flops=zero_flops,
@@ -91,6 +92,7 @@ register(
     Kernel(
         name="transpose",
         num_inputs=1,
+        input_names=("x",),
         params={"perm": ParamSpec(tuple)},
         infer=_transpose_infer,
         flops=zero_flops,
@@ -126,6 +128,7 @@ register(
     Kernel(
         name="split",
         num_inputs=1,
+        input_names=("x",),
         params={"axis": 0, "num": ParamSpec(int), "sizes": ()},
         infer=_split_infer,
         flops=zero_flops,
@@ -205,6 +208,7 @@ register(
     Kernel(
         name="reduce_sum",
         num_inputs=1,
+        input_names=("x",),
         params={"axes": (0,), "keepdims": False},
         infer=_reduce_sum_infer,
         flops=lambda ins, outs, p: float(ins[0].numel),
