@@ -39,14 +39,25 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllOp, AllToAllVOp
+from lancet_mlir.dialects.comp import (
+    CompOp,
+    MoeCombineDwOp,
+    MoeCombineDxOp,
+    MoeCombineOp,
+    MoeDispatchDxOp,
+    MoeDispatchOp,
+    MoeGateDxOp,
+    MoeGateOp,
+)
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import Slot, op_options
 from lancet_mlir.partition.base import (
@@ -69,7 +80,6 @@ from lancet_mlir.partition.rules import (
     PARTIAL,
     build_kernel_op,
     clone_kernel_op,
-    kernel_name,
     kernel_param,
 )
 
@@ -133,7 +143,7 @@ class BackwardLayer:
 
 def token_gates(graph: DataflowGraph) -> list[int]:
     """The `moe_gate` nodes of the block, in program order."""
-    return [i for i, o in enumerate(graph.ops) if kernel_name(o) == "moe_gate"]
+    return [i for i, o in enumerate(graph.ops) if isinstance(o, MoeGateOp)]
 
 
 def _readers(graph: DataflowGraph, v: SSAValue) -> list[tuple[int, int]]:
@@ -158,13 +168,24 @@ def _value_name(v: SSAValue) -> str:
     return f"'{v.name_hint}'" if v.name_hint else "a value"
 
 
-def _only_reader(graph: DataflowGraph, v: SSAValue, kernel: str, index: int) -> int | None:
-    """The node of the one reader of `v` that is kernel `kernel` reading it as operand
-    `index` (None when there is none); any second such reader is an error."""
-    found = [n for n, j in _readers(graph, v) if kernel_name(graph.ops[n]) == kernel and j == index]
+_Op = TypeVar("_Op", bound=CompOp)
+
+
+def _only_reader(
+    graph: DataflowGraph, v: SSAValue, cls: type[_Op], operand: Callable[[_Op], SSAValue]
+) -> int | None:
+    """The node of the one reader of `v` that is an op of class `cls` reading it as its
+    `operand` (None when there is none); any second such reader is an error."""
+    found = sorted({n for n, _ in _readers(graph, v) if _reads_as(graph.ops[n], cls, operand, v)})
     if len(found) > 1:
-        raise PartitionError(f"{_value_name(v)} has {len(found)} {kernel} readers")
+        raise PartitionError(f"{_value_name(v)} has {len(found)} {cls.KERNEL.name} readers")
     return found[0] if found else None
+
+
+def _reads_as(
+    op: Operation, cls: type[_Op], operand: Callable[[_Op], SSAValue], v: SSAValue
+) -> bool:
+    return isinstance(op, cls) and operand(op) is v
 
 
 def _a2a(graph: DataflowGraph, node: int | None, axes: tuple[int, int], what: str) -> int:
@@ -210,8 +231,8 @@ def find_layer(graph: DataflowGraph, gate: int) -> TokenLayer:
         )
     combine_v, dispatch_v = g.results
     logits = g.operands[0]
-    disp = _only_reader(graph, dispatch_v, "moe_dispatch", 1)
-    comb = _only_reader(graph, combine_v, "moe_combine", 1)
+    disp = _only_reader(graph, dispatch_v, MoeDispatchOp, lambda o: o.dispatch)
+    comb = _only_reader(graph, combine_v, MoeCombineOp, lambda o: o.combine)
     if disp is None or comb is None:
         raise PartitionError("token parts: the gate feeds no dispatch / combine pair")
     entry = _a2a(
@@ -239,10 +260,10 @@ def _find_backward(
 ) -> BackwardLayer | None:
     g = graph.ops[layer.gate]
     combine_v, dispatch_v = g.results
-    cdx = _only_reader(graph, combine_v, "moe_combine_dx", 1)
-    ddx = _only_reader(graph, dispatch_v, "moe_dispatch_dx", 1)
+    cdx = _only_reader(graph, combine_v, MoeCombineDxOp, lambda o: o.combine)
+    ddx = _only_reader(graph, dispatch_v, MoeDispatchDxOp, lambda o: o.dispatch)
     returned = graph.ops[layer.combine].operands[0]
-    cdw = _only_reader(graph, returned, "moe_combine_dw", 1)
+    cdw = _only_reader(graph, returned, MoeCombineDwOp, lambda o: o.expert_out)
     if cdx is None and ddx is None and cdw is None:
         return None  # a forward-only module
     if cdx is None or ddx is None or cdw is None:
@@ -250,7 +271,7 @@ def _find_backward(
     dy = graph.ops[cdx].operands[0]
     if graph.ops[cdw].operands[0] is not dy:
         raise PartitionError("token parts: the combine's two gradients read different inputs")
-    gdx = _only_reader(graph, graph.ops[cdw].results[0], "moe_gate_dx", 0)
+    gdx = _only_reader(graph, graph.ops[cdw].results[0], MoeGateDxOp, lambda o: o.dcombine)
     if gdx is None or graph.ops[gdx].operands[1] is not logits:
         raise PartitionError("token parts: the gate's gradient is not found")
     entry = _a2a(
