@@ -41,13 +41,20 @@ def _parser() -> ArgumentParser:
     return parser
 
 
-def _load(target: str) -> tuple[Any, Sequence[Any]]:
+def _split_target(target: str) -> tuple[Path, str]:
+    """(script, function name) of SCRIPT.py:FUNC, checked before torch is imported."""
     script, sep, name = target.rpartition(":")
     if not sep or not script or not name:
         raise UserError(f"expected SCRIPT.py:FUNC, got '{target}'")
     path = Path(script)
     if not path.is_file():
         raise UserError(f"{script}: no such file")
+    return path, name
+
+
+def _load(target: str) -> tuple[Any, Sequence[Any]]:
+    path, name = _split_target(target)
+    script = str(path)
     spec = importlib.util.spec_from_file_location(f"_lancet_torch_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise UserError(f"{script}: not a Python file")
@@ -71,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body() -> int:
         args = _parser().parse_args(argv)
+        _split_target(args.target)  # a bad target fails fast, before torch's import
         try:
             import torch  # noqa: F401
         except ImportError:
