@@ -13,10 +13,8 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
-from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
 from lancet_mlir.partition.base import PartitionError
-from lancet_mlir.partition.dp import best_ranges
-from lancet_mlir.partition.estimate import estimate_range
+from lancet_mlir.partition.capacity_plan import CapacitySearch, ForcedPartsError, choose_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import (
     Available,
@@ -44,19 +42,6 @@ from lancet_mlir.sim.options import SimOptions
 ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
 
-OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
-
-
-@dataclass(frozen=True)
-class Choice:
-    """How one range runs: its nodes, the region solved in it and the chosen part count
-    (None: not partitioned), with the simulated makespans."""
-
-    range_nodes: list[int]
-    solution: AxisSolution | None
-    parts: int | None
-    base_us: float
-    cost_us: float
 
 
 @dataclass(frozen=True)
@@ -181,14 +166,21 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         if not pairs:
             return
         base = _fixed_order_us(graph, time_of, sim)
+        # each pair is planned on the block its predecessors left (a backward region takes
+        # a forward region's parts), so unlike the token path this one still keeps a copy
+        # of the input to put back when the result is not faster
         saved = _copy_ops(block) if self.parts is None else None
+        search = CapacitySearch(self.algo or "dp", self.parts, self.max_parts)
         available: Available = {}
         epilogues: list[Operation] = []
         # program order, so backward regions can take forward regions' parts as they are
         for entry_op, exit_op in [(graph.ops[a], graph.ops[b]) for a, b in pairs]:
             graph = DataflowGraph.from_block(block)
             entry, exit_ = graph.index[entry_op], graph.index[exit_op]
-            choice = self._choose(graph, entry, exit_, time_of, available)
+            try:
+                choice = choose_range(graph, entry, exit_, time_of, available, search)
+            except ForcedPartsError as exc:
+                raise PassFailedException(f"{self.name}: {exc}") from None
             if choice.parts is None or choice.solution is None:
                 continue
             region = build_region(graph, choice.solution, choice.parts, available)
@@ -229,81 +221,6 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                 return
         apply_plans(graph, chosen)
         erase_unused([op for plan, _ in chosen for op in plan.epilogues()])
-
-    def _choose(
-        self, graph: DataflowGraph, entry: int, exit_: int, time_of: OpCost, available: Available
-    ) -> Choice:
-        nodes = layer_range(graph, entry, exit_)
-        options: OptionsCache = {}  # valid while the graph does not change
-        if self.algo == "range" or self.parts is not None:  # None is dp
-            return self._best_parts(graph, nodes, entry, exit_, time_of, available, options)
-        # dp: cut the layer's ops into ranges (the pair's own span is one group) and
-        # partition the range holding the pair that the DP finds cheapest (§8.3)
-        groups = [[i] for i in nodes if i < entry]
-        groups.append(list(range(entry, exit_ + 1)))
-        groups += [[i] for i in nodes if i > exit_]
-        core = next(g for g, members in enumerate(groups) if entry in members)
-        choices: dict[tuple[int, int], Choice] = {}
-
-        def local(j: int, i: int) -> float:
-            members = [m for g in groups[j:i] for m in g]
-            if j <= core < i:
-                choices[(j, i)] = self._best_parts(
-                    graph, members, entry, exit_, time_of, available, options
-                )
-                return choices[(j, i)].cost_us
-            return simulate_range(graph, members, time_of).makespan_us
-
-        plan = best_ranges(len(groups), len(groups), local)
-        return next(choices[r] for r in plan.ranges if r in choices)
-
-    def _best_parts(
-        self,
-        graph: DataflowGraph,
-        nodes: list[int],
-        entry: int,
-        exit_: int,
-        time_of: OpCost,
-        available: Available,
-        options: OptionsCache,
-    ) -> Choice:
-        """The part count (or none) that the phased simulation rates best for the region
-        around the pair within `nodes`."""
-        base = simulate_range(graph, nodes, time_of).makespan_us
-        weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-
-        def solve(parts: int) -> AxisSolution | None:
-            return solve_axes(graph, nodes, [entry, exit_], weights, parts=parts, cache=options)
-
-        if self.parts is not None:
-            solution = solve(self.parts)
-            if solution is not None:
-                return Choice(nodes, solution, self.parts, base, base)
-            loose = solve(2)
-            if loose is None:
-                return Choice(nodes, None, None, base, base)  # no axis for this pair at all
-            reason = unfit(graph, loose, self.parts) or f"{self.parts} parts do not fit"
-            raise PassFailedException(f"{self.name}: {reason}")
-        best = Choice(nodes, None, None, base, base)
-        # a solution per count (uneven counts too): the axis that allows n parts may differ
-        # from the one for 2; every count is costed, the cheapest wins (ties: fewer parts)
-        for n in range(2, self.max_parts + 1):
-            solution = solve(n)
-            if solution is None:
-                continue  # a reshape's blocks may take 4 parts but not 3
-            cost = estimate_range(graph, nodes, solution, n, time_of, available)
-            if cost < best.cost_us:
-                best = Choice(nodes, solution, n, base, cost)
-        return best
-
-
-def layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:
-    """The MoE layer's own ops in program order: from the entry all-to-all's nearest compute
-    producer (the dispatch) to the exit's nearest compute consumer (the combine); a backward
-    pass's later readers of the forward values are not part of the layer."""
-    lo = max([p for p in graph.preds[entry] if not graph.is_comm[p]], default=entry)
-    hi = min([s for s in graph.succs[exit_] if not graph.is_comm[s]], default=exit_)
-    return list(range(lo, hi + 1))
 
 
 _NOT_COSTED = frozenset(

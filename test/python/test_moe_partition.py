@@ -23,11 +23,12 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.partition.axes import solve_axes
 from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.capacity_plan import CapacitySearch, best_parts, layer_range
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import build_region, simulate_range
 from lancet_mlir.passes import get_all_passes
-from lancet_mlir.passes.moe_partition import MoePartitionPass, layer_range
+from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.runtime import compare_modules
 from lancet_mlir.sim import evaluate_fixed_order
 
@@ -244,12 +245,13 @@ def test_every_count_is_costed_not_only_up_to_the_first_worse_one(monkeypatch) -
         seen.append(n)
         return costs[n]
 
-    monkeypatch.setattr("lancet_mlir.passes.moe_partition.estimate_range", fake_estimate)
+    monkeypatch.setattr("lancet_mlir.partition.capacity_plan.estimate_range", fake_estimate)
     fn = next(op for op in build_gpt2_moe(CFG).walk() if isinstance(op, FuncOp))
     graph = DataflowGraph.from_block(fn.body.block)
     entry, exit_ = all_to_all_pairs(graph)[0]
-    choice = MoePartitionPass(algo="range")._best_parts(
-        graph, layer_range(graph, entry, exit_), entry, exit_, lambda op: 1e3, {}, {}
+    search = CapacitySearch("range", None, MoePartitionPass().max_parts)
+    choice = best_parts(
+        graph, layer_range(graph, entry, exit_), entry, exit_, lambda op: 1e3, {}, {}, search
     )
     assert seen == [2, 3, 4]  # capacity 4: 5 or more parts would leave a part empty
     assert choice.parts == 4
