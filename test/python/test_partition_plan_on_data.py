@@ -5,14 +5,17 @@ partitioned candidates (`partition/candidates.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from helpers import function_graph, to_text
+from test_token_partition import CFG
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.models.gpt2_moe import build_gpt2_moe
 from lancet_mlir.partition.base import PART_ATTR
 from lancet_mlir.partition.candidates import count_parts, partition_candidates
 from lancet_mlir.partition.region import erase_unused
@@ -26,11 +29,7 @@ from lancet_mlir.partition.token_block import (
 from lancet_mlir.partition.token_plan import apply_plans, layout_plans
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 
-# layer 1 is MoE; 16 tokens (4 sequences of 4), 4 experts (2 per rank on 2 ranks), capacity 4
-CFG = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=4, world_size=2,
-                    experts_per_rank=2, vocab=11)  # fmt: skip
-CFG4 = GPT2MoEConfig(layers=4, hidden=8, heads=2, seq=4, batch=4, world_size=2,
-                     experts_per_rank=2, vocab=11)  # fmt: skip
+CFG4 = dataclasses.replace(CFG, layers=4)  # two MoE layers (1 and 3)
 
 
 def _time_of(module):
