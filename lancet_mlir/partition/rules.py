@@ -14,6 +14,7 @@ from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sigs
 from lancet_mlir.dialects.kernels import PARTIAL, KernelError
+from lancet_mlir.partition.origin import mark_derived
 
 Axis = int | str | None
 """One entry of a partition combination: an axis, `None` (used whole) or `PARTIAL`."""
@@ -68,8 +69,11 @@ def clone_kernel_op(
     inputs: Sequence[SSAValue],
     attrs: Mapping[str, Any],
     shapes: Sequence[tuple[int, ...] | None] = (),
+    share: float | None = None,
 ) -> Operation:
-    """A new detached op of `op`'s kernel and parameters on new `inputs` (types re-inferred).
+    """A new detached op of `op`'s kernel and parameters on new `inputs` (types re-inferred),
+    marked as a part of `op` doing `share` of its work (`lancet.origin` / `lancet.share`;
+    None: its FLOPs' share, origin.py).
 
     `shapes` may give the wanted result shapes (None: not known): a kernel whose `shape`
     parameter names its one result's shape (a reshape) takes it, so a part of a reshape
@@ -79,7 +83,9 @@ def clone_kernel_op(
     params = kernel_params(op)
     if "shape" in params and len(shapes) == 1 and shapes[0] is not None:
         params["shape"] = tuple(shapes[0])
-    return build_op(kernel.name, inputs, params, attrs)
+    part = build_op(kernel.name, inputs, params, attrs)
+    mark_derived(part, op, share)
+    return part
 
 
 def kernel_name(op: Operation) -> str | None:

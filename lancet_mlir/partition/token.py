@@ -69,6 +69,7 @@ from lancet_mlir.partition.base import (
     value_ref,
 )
 from lancet_mlir.partition.expert_span import a2a_axes
+from lancet_mlir.partition.origin import mark_derived
 from lancet_mlir.partition.phased import EPILOGUE, PRELUDE, part_phase
 from lancet_mlir.partition.region import (
     Available,
@@ -503,8 +504,10 @@ class TokenBuilder:
 
     def _clone(self, region: PartitionedRegion, node: int, k: int, fill: bool = True) -> Operation:
         o = self.graph.ops[node]
+        # a part on the part's own token rows (no fill) does the part's share of the work
         copy = clone_kernel_op(
-            o, [self._operand(v, k) for v in o.operands], self._attrs(o, k, fill)
+            o, [self._operand(v, k) for v in o.operands], self._attrs(o, k, fill),
+            share=None if fill else self.fill[k],
         )
         self._add(region, copy, k)
         for old, new in zip(o.results, copy.results, strict=True):
@@ -546,6 +549,7 @@ class TokenBuilder:
                 ),
                 k,
             )
+            mark_derived(win, gate, self.fill[k])
             for old, new in zip(gate.results, win.results[:2], strict=True):
                 self.parts.setdefault(old, []).append(new)
                 self._name(new, old, k)
@@ -600,6 +604,7 @@ class TokenBuilder:
                 ),
                 k,
             )
+            mark_derived(dl, gdx, self.fill[k])
             self.parts.setdefault(gdx.results[0], []).append(dl.results[0])
             self._name(dl.results[0], gdx.results[0], k)
             d_out, _ = self._send(r, b.entry, self.parts[cdx.results[0]][k], self.counts[k], k)

@@ -128,7 +128,8 @@ class SimulatePass(CostOptions, CheckedOptions, ModulePass):
         for line in window_warnings(request, results, self.PARAMETER_NAMES):
             sys.stderr.write(f"{self.WARNING_PREFIX}: warning: {line}\n")
         try:
-            write_outputs(op, results, cost_model, options, request, self.costing_spec())
+            write_outputs(op, results, cost_model, options, request, self.costing_spec(),
+                          self.WARNING_PREFIX)
         except ParameterError as exc:
             raise self.failure(exc) from None
 

@@ -158,10 +158,13 @@ def write_outputs(
     sim: SimOptions,
     request: OutputRequest,
     costing_spec: str | None,
+    warning_prefix: str = "lancet",
 ) -> None:
     """Write the requested outputs of `results` (the simulation of `module` under
     `cost_model` and `sim`); `costing_spec`: the simulating pass as written (the report's
-    `costing.pass`). Every document is built before the first file is written."""
+    `costing.pass`). Every document is built before the first file is written. A report whose
+    bodies mix measured and estimated compute times prints one warning line
+    (`<warning_prefix>: warning: ...`)."""
     run = current_invocation()
     texts: list[tuple[str, str]] = []
     if request.timeline:
@@ -171,7 +174,7 @@ def write_outputs(
         if config.world_size is None:  # say which world size the collectives were costed at
             config = replace(config, world_size=module_world_size(module))
         report = build_report(results, cost_model.notes, run, costing_spec, config, sim)
-        report.update(how_costed(results, cost_model))
+        report.update(how_costed(results, cost_model, warning_prefix))
         texts.append((request.report, json.dumps(report, indent=2) + "\n"))
     figure = None
     if request.gantt:
@@ -214,11 +217,15 @@ def _shipped_table(cost_model: CostModel) -> list[str]:
     return [str(data_path(name))] if name else []
 
 
-def how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
+def how_costed(
+    results: Sequence[BlockResult], cost_model: CostModel, warning_prefix: str | None = None
+) -> dict:
     """The report's account of how it was costed: tool versions, the cost model's input
     files with their content hashes, and per time source how many ops of the function
-    bodies (and of the bodies costed in their ops) took their time from it."""
-    from lancet_mlir.cost.time_source import count_sources
+    bodies (and of the bodies costed in their ops) took their time from it, with the bodies
+    whose compute mixes measured and estimated times (`time_source.source_summary`; with a
+    `warning_prefix`, one warning line on stderr when there are any)."""
+    from lancet_mlir.cost.time_source import source_summary, warn_mixed
     from lancet_mlir.support.provenance import (
         describe_files,
         lancet_mlir_version,
@@ -227,6 +234,9 @@ def how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
 
     cfg = cost_model.config
     top = [r for r in results if r.top_level or r.in_parent]  # with the bodies costed in ops
+    sources = source_summary(cost_model, [(r.label, r.graph.ops) for r in top])
+    if warning_prefix is not None:
+        warn_mixed(sources, warning_prefix)
     return {
         "provenance": {
             "lancet_mlir_version": lancet_mlir_version(),
@@ -236,7 +246,7 @@ def how_costed(results: Sequence[BlockResult], cost_model: CostModel) -> dict:
             "profiles": describe_files(cfg.profiles),
             "comm_tables": describe_files(cfg.comm_tables),
         },
-        "time_sources": count_sources(cost_model, [op for r in top for op in r.graph.ops]),
+        "time_sources": sources,
     }
 
 

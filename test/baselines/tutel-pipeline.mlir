@@ -21,13 +21,13 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %[[C0:.*]], %[[C1:.*]] = comp.split %d {axis = 1 : i64, num = 2 : i64} : (tensor<4x4x8xf32>) -> (tensor<4x2x8xf32>, tensor<4x2x8xf32>)
 // CHECK-NEXT:    %x_part0 = comm.all_to_all %[[C0]] concat 1 {lancet.part = 0 : i64} : (tensor<4x2x8xf32>) -> tensor<2x4x8xf32>
 // CHECK-NEXT:    %x_part1 = comm.all_to_all %[[C1]] concat 1 {lancet.part = 1 : i64} : (tensor<4x2x8xf32>) -> tensor<2x4x8xf32>
-// CHECK-NEXT:    %[[H0:.*]] = comp.batch_matmul %x_part0, %w1 {lancet.part = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
-// CHECK-NEXT:    %[[A0:.*]] = comp.gelu %[[H0]] {lancet.part = 0 : i64}
-// CHECK-NEXT:    %[[Y0:.*]] = comp.batch_matmul %[[A0]], %w2 {lancet.part = 0 : i64}
+// CHECK-NEXT:    %[[H0:.*]] = comp.batch_matmul %x_part0, %w1 {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT:    %[[A0:.*]] = comp.gelu %[[H0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[Y0:.*]] = comp.batch_matmul %[[A0]], %w2 {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %[[R0:.*]] = comm.all_to_all %[[Y0]] split 1 {lancet.part = 0 : i64} : (tensor<2x4x8xf32>) -> tensor<4x2x8xf32>
-// CHECK-NEXT:    %[[H1:.*]] = comp.batch_matmul %x_part1, %w1 {lancet.part = 1 : i64}
-// CHECK-NEXT:    %[[A1:.*]] = comp.gelu %[[H1]] {lancet.part = 1 : i64}
-// CHECK-NEXT:    %[[Y1:.*]] = comp.batch_matmul %[[A1]], %w2 {lancet.part = 1 : i64}
+// CHECK-NEXT:    %[[H1:.*]] = comp.batch_matmul %x_part1, %w1 {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[A1:.*]] = comp.gelu %[[H1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[Y1:.*]] = comp.batch_matmul %[[A1]], %w2 {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %[[R1:.*]] = comm.all_to_all %[[Y1]] split 1 {lancet.part = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<4x2x8xf32>
 // CHECK-NEXT:    %[[R:.*]] = comp.concat %[[R0]], %[[R1]] {axis = 1 : i64} : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x4x8xf32>
 // CHECK-NEXT:    func.return %[[R]] : tensor<4x4x8xf32>
@@ -62,11 +62,11 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %[[G0:.*]], %[[G1:.*]] = comp.split %g {axis = 1 : i64, num = 2 : i64, lancet.role = "dx"}
 // CHECK-NEXT:    %dy_part0 = comm.all_to_all %[[G0]] concat 1 {lancet.role = "dx", lancet.part = 0 : i64}
 // CHECK-NEXT:    %dy_part1 = comm.all_to_all %[[G1]] concat 1 {lancet.role = "dx", lancet.part = 1 : i64}
-// CHECK-NEXT:    %dx_part0 = comp.batch_matmul_dx %dy_part0, %w {lancet.role = "dx", lancet.part = 0 : i64}
-// CHECK-NEXT:    %dw_part0 = comp.batch_matmul_dw %x_part0, %dy_part0 {lancet.role = "dw", lancet.part = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:    %dx_part0 = comp.batch_matmul_dx %dy_part0, %w {lancet.role = "dx", lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %dw_part0 = comp.batch_matmul_dw %x_part0, %dy_part0 {lancet.role = "dw", lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
 // CHECK-NEXT:    %dd_part0 = comm.all_to_all %dx_part0 split 1 {lancet.role = "dx", lancet.part = 0 : i64}
-// CHECK-NEXT:    %dx_part1 = comp.batch_matmul_dx %dy_part1, %w {lancet.role = "dx", lancet.part = 1 : i64}
-// CHECK-NEXT:    %dw_part1 = comp.batch_matmul_dw %x_part1, %dy_part1 {lancet.role = "dw", lancet.part = 1 : i64}
+// CHECK-NEXT:    %dx_part1 = comp.batch_matmul_dx %dy_part1, %w {lancet.role = "dx", lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %dw_part1 = comp.batch_matmul_dw %x_part1, %dy_part1 {lancet.role = "dw", lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %dd_part1 = comm.all_to_all %dx_part1 split 1 {lancet.role = "dx", lancet.part = 1 : i64}
 // CHECK-NEXT:    %dd = comp.concat %dd_part0, %dd_part1 {axis = 1 : i64, lancet.role = "dx"}
 // CHECK-NEXT:    %dw = comp.add %dw_part0, %dw_part1 {lancet.role = "dw"} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>

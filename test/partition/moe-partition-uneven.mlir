@@ -26,7 +26,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK:      %[[B0:.*]], %[[B1:.*]], %[[B2:.*]] = comp.split %[[B]] {axis = 2 : i64, num = 3 : i64, sizes = array<i64: 2, 1, 1>} : (tensor<2x2x4x8xf32>) -> (tensor<2x2x2x8xf32>, tensor<2x2x1x8xf32>, tensor<2x2x1x8xf32>)
 // CHECK-NEXT: %[[P0:.*]] = comp.reshape %[[B0]] {shape = array<i64: 2, 4, 8>}
 // CHECK-NEXT: %[[P1:.*]] = comp.reshape %[[B1]] {shape = array<i64: 2, 2, 8>}
-// CHECK:      %g_part0 = comp.add %h_part0, %[[P0]] {lancet.part = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:      %g_part0 = comp.add %h_part0, %[[P0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
 // CHECK:      %[[G0:.*]] = comp.reshape %g_part0 {shape = array<i64: 2, 2, 2, 8>}
 // CHECK:      %[[G1:.*]] = comp.reshape %g_part1 {shape = array<i64: 2, 2, 1, 8>}
 // CHECK:      %[[G2:.*]] = comp.reshape %g_part2 {shape = array<i64: 2, 2, 1, 8>}

@@ -33,18 +33,19 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %[[DM1:.*]] = comp.reshape %[[M1]] {shape = array<i64: 8, 2, 4>}
 // CHECK-NEXT:    %[[CM0:.*]] = comp.reshape %[[C0]] {shape = array<i64: 8, 2, 4>}
 // CHECK-NEXT:    %[[CM1:.*]] = comp.reshape %[[C1]] {shape = array<i64: 8, 2, 4>}
-// CHECK-NEXT:    %d_part0 = comp.moe_dispatch %x, %[[DM0]] {lancet.part = 0 : i64} : (tensor<8x8xf32>, tensor<8x2x4xf32>) -> tensor<2x4x8xf32>
-// CHECK-NEXT:    %d_part1 = comp.moe_dispatch %x, %[[DM1]] {lancet.part = 1 : i64}
+// a part records the op it came from and its share of the work (the profile's costing)
+// CHECK-NEXT:    %d_part0 = comp.moe_dispatch %x, %[[DM0]] {lancet.part = 0 : i64, lancet.origin = "comp.moe_dispatch;T<8x8xf32>,T<8x4x4xf32>,|T<4x4x8xf32>", lancet.share = 5.000000e-01 : f64} : (tensor<8x8xf32>, tensor<8x2x4xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:    %d_part1 = comp.moe_dispatch %x, %[[DM1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %e_part0 = comm.all_to_all %d_part0 concat 1 {lancet.part = 0 : i64} : (tensor<2x4x8xf32>) -> tensor<1x8x8xf32>
-// CHECK-NEXT:    %h_part0 = comp.batch_matmul %e_part0, %[[W0]] {lancet.part = 0 : i64}
+// CHECK-NEXT:    %h_part0 = comp.batch_matmul %e_part0, %[[W0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %e_part1 = comm.all_to_all %d_part1 concat 1 {lancet.part = 1 : i64}
-// CHECK-NEXT:    %a_part0 = comp.gelu %h_part0 {lancet.part = 0 : i64}
-// CHECK-NEXT:    %h_part1 = comp.batch_matmul %e_part1, %[[W1]] {lancet.part = 1 : i64}
+// CHECK-NEXT:    %a_part0 = comp.gelu %h_part0 {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %h_part1 = comp.batch_matmul %e_part1, %[[W1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %b_part0 = comm.all_to_all %a_part0 split 1 {lancet.part = 0 : i64} : (tensor<1x8x8xf32>) -> tensor<2x4x8xf32>
-// CHECK-NEXT:    %a_part1 = comp.gelu %h_part1 {lancet.part = 1 : i64}
-// CHECK-NEXT:    %y_part0 = comp.moe_combine %b_part0, %[[CM0]] {lancet.part = 0 : i64}
+// CHECK-NEXT:    %a_part1 = comp.gelu %h_part1 {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %y_part0 = comp.moe_combine %b_part0, %[[CM0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %b_part1 = comm.all_to_all %a_part1 split 1 {lancet.part = 1 : i64}
-// CHECK-NEXT:    %y_part1 = comp.moe_combine %b_part1, %[[CM1]] {lancet.part = 1 : i64}
+// CHECK-NEXT:    %y_part1 = comp.moe_combine %b_part1, %[[CM1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %[[Y:.*]] = comp.add %y_part0, %y_part1 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK-NEXT:    %o = comp.add %[[Y]], %r
 // CHECK-NEXT:    func.return %o
