@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from helpers import make_context, run_pipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from lancet_mlir.cost.devices import get_device
 from lancet_mlir.cost.keys import op_key
 from lancet_mlir.cost.roofline import op_roofline_us
 from lancet_mlir.cost.sources import op_origin
-from lancet_mlir.cost.time_source import source_summary
+from lancet_mlir.cost.time_source import source_summary, warn_mixed
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
@@ -121,7 +122,7 @@ def test_a_profile_of_the_unpartitioned_model_does_not_make_parts_look_free(
 
 
 def test_the_report_names_blocks_that_mix_measured_and_estimated_compute(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module = _model()
     profile = _write_profile(module, tmp_path / "p.json")
@@ -135,8 +136,15 @@ def test_the_report_names_blocks_that_mix_measured_and_estimated_compute(
     assert set(mixed["estimated"]) == {"roofline"}
     # the added glue (zeros, the window layouts, concatenations) is what has no measurement
     assert summary["roofline"] == mixed["estimated"]["roofline"]
+    assert warn_mixed(summary, "lancet-opt")
+    [line] = capsys.readouterr().err.splitlines()
+    n, m = mixed["measured"]["profile"], mixed["estimated"]["roofline"]
+    assert line == (f"lancet-opt: warning: @train_step: compute costed from measurements ({n} "
+                    f"profile) and estimates ({m} roofline); their times may not be comparable "
+                    "(report: time_sources.mixed)")  # fmt: skip
     whole = source_summary(model, [("@train_step", _compute_ops(module))])
     assert "mixed" not in whole
+    assert not warn_mixed(whole)
 
 
 PASSES = [
@@ -146,7 +154,7 @@ PASSES = [
 ]  # fmt: skip
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     spec=st.sampled_from(PASSES),
     costing=st.sampled_from(["roofline", "profile", "missing"]),
