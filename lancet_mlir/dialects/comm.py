@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import auto
+from functools import lru_cache
 from math import prod
 from typing import ClassVar, cast
 
@@ -55,8 +56,10 @@ from lancet_mlir import attrs
 from lancet_mlir.dialects.dtypes import DTYPE_BYTES
 
 
+@lru_cache(maxsize=256)
 def element_bytes(element_type: Attribute) -> int:
-    """Size in bytes of one element of `element_type` (4 for unknown types)."""
+    """Size in bytes of one element of `element_type` (4 for unknown types); cached per
+    type (printing a type is slow, and fusion pricing asks for it per operand)."""
     text = str(element_type)
     if text in DTYPE_BYTES:
         return DTYPE_BYTES[text]

@@ -12,8 +12,10 @@ block order once (`block_order`).
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice, repeat
 
 from lancet_mlir.graph import core, reach
 from lancet_mlir.graph.core import Graph
@@ -34,6 +36,7 @@ def evaluate_chains(
     comp: Sequence[int],
     comm: Sequence[int],
     resume: tuple[ChainTimes, int, int] | None = None,
+    bound: tuple[float, float, float] | None = None,
 ) -> ChainTimes | None:
     """Fixed-order times of the chain pair, or None if no block order realises it.
 
@@ -44,6 +47,13 @@ def evaluate_chains(
     that agree with `comp[:i]` and `comm[:j]` and in which every node of those prefixes, and
     only those, started before the first start among `comp[i:]` and `comm[j:]` (see
     `resume_point`). Their times are reused; only the suffixes are recomputed.
+
+    `bound = (limit, comp_work, comm_work)` stops early for a caller that only wants chains
+    faster than `limit`: `comp_work` and `comm_work` are the summed durations of `comp[i:]`
+    and `comm[j:]`. A stream can end no earlier than where it is free now plus the work
+    left on it plus every wait still to come, so once that exceeds `limit` (by more than a
+    relative 1e-9, far above rounding) the makespan cannot be below `limit` and None is
+    returned. A result that is returned is exact, whatever `bound`.
     """
     n = len(durations)
     inf = _UNSET
@@ -55,13 +65,20 @@ def evaluate_chains(
         base, i, j = resume
         end = list(base.end)
         start = list(base.start)
-    for v in comp[i:]:
-        end[v] = inf
-    for v in comm[j:]:
-        end[v] = inf
+    # mark the suffixes unfinished (map/deque: a C loop, no bytecode per node)
+    deque(map(end.__setitem__, islice(comp, i, None), repeat(inf)), maxlen=0)
+    deque(map(end.__setitem__, islice(comm, j, None), repeat(inf)), maxlen=0)
     nc, nm = len(comp), len(comm)
     free_comp = end[comp[i - 1]] if i else 0.0
     free_comm = end[comm[j - 1]] if j else 0.0
+    slack_comp = slack_comm = inf
+    if bound is not None:
+        limit, comp_work, comm_work = bound
+        limit += 1e-9 * (abs(limit) + 1.0)
+        slack_comp = limit - free_comp - comp_work
+        slack_comm = limit - free_comm - comm_work
+        if slack_comp < 0 or slack_comm < 0:
+            return None
     while i < nc or j < nm:
         progressed = False
         while i < nc:
@@ -74,6 +91,10 @@ def evaluate_chains(
                 if e > t:
                     t = e
             else:
+                if t > free_comp:  # the stream waits: its earliest end moves by the wait
+                    slack_comp -= t - free_comp
+                    if slack_comp < 0:
+                        return None
                 start[v] = t
                 free_comp = end[v] = t + durations[v]
                 i += 1
@@ -90,6 +111,10 @@ def evaluate_chains(
                 if e > t:
                     t = e
             else:
+                if t > free_comm:  # the stream waits: its earliest end moves by the wait
+                    slack_comm -= t - free_comm
+                    if slack_comm < 0:
+                        return None
                 start[v] = t
                 free_comm = end[v] = t + durations[v]
                 j += 1

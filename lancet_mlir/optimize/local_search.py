@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains, reachability, resume_point
@@ -83,15 +84,23 @@ class ChainSearch:
     def _step(self) -> bool:
         best: tuple[float, int, list[int]] | None = None
         current = self.times.makespan_us
+        durations = self.problem.durations
+        # work before each position of the incumbent chains: a move keeps the chain prefix
+        # before its resume point, so the work after it is the incumbent's there
+        done_comp = list(accumulate((durations[v] for v in self.comp), initial=0.0))
+        done_comm = list(accumulate((durations[v] for v in self.comm), initial=0.0))
         for stream, chain_new, changed_from in self._candidates():
             if self.evaluations >= self.budget:
                 break
             comp, comm = (chain_new, self.comm) if stream == 0 else (self.comp, chain_new)
             self.evaluations += 1
-            times = evaluate_chains(
-                self.problem.preds, self.problem.durations, comp, comm,
-                resume_point(self.times, self.comp, self.comm, changed_from),
-            )
+            resume = resume_point(self.times, self.comp, self.comm, changed_from)
+            _, i, j = resume
+            # only a makespan below the best so far counts, so the evaluation may stop as
+            # soon as it cannot get there (`bound`); the result is the same
+            limit = current if best is None else best[0]
+            bound = (limit, done_comp[-1] - done_comp[i], done_comm[-1] - done_comm[j])
+            times = evaluate_chains(self.problem.preds, durations, comp, comm, resume, bound)
             if times is None or times.makespan_us >= current:
                 continue
             if best is None or times.makespan_us < best[0]:

@@ -204,7 +204,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_label, best_us = "none", self._schedule(op, share, "none")
         best: ModuleOp | None = None
         for label, trial in trials:
-            bound_us = self._compute_us(trial)
+            blocks = self._blocks(trial)
+            bound_us = _compute_us(blocks)
             if bound_us >= best_us:
                 # its compute alone takes as long as the best schedule so far: no order of
                 # it can be strictly faster, so it is not scheduled (a tie keeps the earlier)
@@ -213,47 +214,59 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                     f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
                 )
                 continue
-            makespan_us = self._schedule(trial, share, label)
+            makespan_us = self._schedule(trial, share, label, blocks)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
         LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
         if best is not None:
             _take_body(op, best)
 
-    def _compute_us(self, op: ModuleOp) -> float:
-        """The summed compute time of `op`'s scheduled blocks: a lower bound of what
-        `_schedule` returns (each block's compute runs one op at a time, never faster under
-        an overlap slowdown)."""
+    def _blocks(self, op: ModuleOp) -> list[_Block]:
+        """The blocks of `op` that the scheduling stages see (two ops or more), each with its
+        graph and costed times: built once per candidate, shared by the compute bound and
+        the scheduling stages."""
         cost_model = self.cost_model(op)
-        total_us = 0.0
+        blocks: list[_Block] = []
         for item in simulated_blocks(op):
             graph = DataflowGraph.from_block(item.block)
-            if len(graph) < 2:
-                continue
-            times = cost_model.graph_times(graph)
-            total_us += sum(t for t, comm in zip(times, graph.is_comm, strict=True) if not comm)
-        return total_us
+            if len(graph) >= 2:
+                blocks.append(_Block(item.label, graph, cost_model.graph_times(graph)))
+        return blocks
 
-    def _schedule(self, op: ModuleOp, max_seconds: float, label: str) -> float:
-        """Run the scheduling stages on every block of `op`; the sum of the blocks' final
-        makespans under the pass's simulator options."""
+    def _schedule(
+        self, op: ModuleOp, max_seconds: float, label: str, blocks: list[_Block] | None = None
+    ) -> float:
+        """Run the scheduling stages on every block of `op` (`blocks`: `_blocks(op)`, if
+        already built); the sum of the blocks' final makespans under the pass's simulator
+        options."""
         options = self.sim_options(op)
         cost_model = self.cost_model(op)
         prefix = f"[{label}] " if label else ""
         total_us = 0.0
+        changed = False
         for item in simulated_blocks(op):
-            graph = DataflowGraph.from_block(item.block)
-            if len(graph) < 2:
-                continue
-            problem = block_problem(graph, cost_model.graph_times(graph))
+            built = next((b for b in blocks or () if b.graph.block is item.block), None)
+            if built is not None and not changed:
+                # nothing was applied yet, so what `_blocks` built is what would be built
+                # now; after a block was rescheduled the rest are built anew, as always (an
+                # op with regions costs its body)
+                block = built
+            else:
+                graph = DataflowGraph.from_block(item.block)
+                if len(graph) < 2:
+                    continue
+                block = _Block(item.label, graph, cost_model.graph_times(graph))
+            changed = True
+            graph = block.graph
+            problem = block_problem(graph, block.times)
             hooks = fusion_hooks(graph, cost_model) if self.fusion else None
             budget = evaluation_budget(max_seconds, graph)
-            with _progress_bar(budget, prefix + item.label) as progress:
+            with _progress_bar(budget, prefix + block.label) as progress:
                 result = run_pipeline(problem, self.heuristic, budget, hooks, progress)
             result, makespan_us = _never_worse(problem, result, options)
             total_us += makespan_us
             for stage in result.stages:
-                LOG.info(prefix + _stage_line(item.label, stage))
+                LOG.info(prefix + _stage_line(block.label, stage))
             apply_result(graph, result)
         return total_us
 
@@ -267,6 +280,25 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                 f"{self.name}: partition must be one of {', '.join(PARTITIONS)}, got {self.partition!r}"
             )
         check_number(self.name, "max-seconds", self.max_seconds, 0.0)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One scheduled block of a candidate: its label, graph and per-node times (µs)."""
+
+    label: str
+    graph: DataflowGraph
+    times: list[float]
+
+
+def _compute_us(blocks: list[_Block]) -> float:
+    """The summed compute time of the blocks: a lower bound of what `_schedule` returns
+    (each block's compute runs one op at a time, never faster under an overlap slowdown)."""
+    total_us = 0.0
+    for block in blocks:
+        comm = block.graph.is_comm
+        total_us += sum(t for t, c in zip(block.times, comm, strict=True) if not c)
+    return total_us
 
 
 def _never_worse(

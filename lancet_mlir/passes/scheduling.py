@@ -60,19 +60,32 @@ def never_worse(
 
 def fusion_hooks(graph: DataflowGraph, cost_model: CostModel) -> FusionHooks:
     """How fusion prices a group (the cost model's time for the fused collective, built
-    as a temporary op and erased again) and matches two collectives (`fusion_key`)."""
+    as a temporary op and erased again) and matches two collectives (`fusion_key`).
+    Both are memoised per block: fusion asks again for the groups it priced from another
+    start, and a collective's key does not change while the block is planned."""
     world = module_world_size(graph.ops[0]) if graph.ops else None
+    prices: dict[tuple[int, ...], float] = {}
+    keys: dict[int, tuple | None] = {}
 
     def fused_time(group: list[int]) -> float:
+        known = prices.get(tuple(group))
+        if known is not None:
+            return known
         temp, _ = fused_collective([graph.ops[m] for m in group])
         try:
-            return float(cost_model.op_time_us(temp, world))
+            price = prices[tuple(group)] = float(cost_model.op_time_us(temp, world))
         finally:
             temp.erase()
+        return price
+
+    def key_of(v: int) -> tuple | None:
+        if v not in keys:
+            keys[v] = fusion_key(graph.ops[v])
+        return keys[v]
 
     def compatible(a: int, b: int) -> bool:
-        key = fusion_key(graph.ops[a])
-        return key is not None and key == fusion_key(graph.ops[b])
+        key = key_of(a)
+        return key is not None and key == key_of(b)
 
     return FusionHooks(fused_time, compatible)
 
