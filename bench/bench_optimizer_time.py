@@ -1,0 +1,123 @@
+"""Optimizer time: `lancet-opt -p lancet-schedule` against parse + print, per model size.
+
+For each layer count, one GPT-2 MoE model (d=1024, 16 heads, seq 512, batch 8, 2 experts
+per rank; 32 ranks, 64 from 48 layers on) is generated, then two whole processes run back
+to back on it: `lancet-opt --cluster p3dn` (parse + print) and `lancet-opt --cluster p3dn
+-p lancet-schedule`. CPU seconds (user + system of the child) and peak memory (max RSS)
+are read from `resource.getrusage`, so the ratio holds on a shared machine better than wall
+time does; each pair runs `--repeat` times and the smallest of each is kept.
+
+    python bench/bench_optimizer_time.py                      # 12, 24, 48 layers
+    python bench/bench_optimizer_time.py --layers 12 24 48 96 --out /tmp/t
+
+Writes `optimizer_time.json`, `optimizer_time.md` (the table of docs/benchmarks.md) and
+`optimizer_time.png` (CPU seconds against layers, both runs) into `--out`
+(default bench/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _child_run(argv: list[str]) -> tuple[float, float]:
+    """(CPU seconds, peak RSS in MB) of one child process running `argv` (exit 0 required)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, rusage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"bench_optimizer_time: {' '.join(argv)} failed: {err.strip()}")
+    return rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss / 1024.0
+
+
+def model_argv(layers: int) -> list[str]:
+    """The `lancet-model` command line of the benchmark model with `layers` layers."""
+    world = 32 if layers < 48 else 64
+    return [str(BIN / "lancet-model"), "gpt2-moe", "--layers", str(layers), "--hidden", "1024",
+            "--heads", "16", "--seq", "512", "--batch", "8", "--world-size", str(world)]  # fmt: skip
+
+
+def measure(layers: int, repeat: int, workdir: Path) -> dict:
+    """One row: ops, CPU seconds and peak MB of both runs, and their ratios."""
+    model = workdir / f"nl{layers}.mlir"
+    model.write_text(subprocess.run(model_argv(layers), check=True, capture_output=True, text=True).stdout)
+    ops = sum(1 for line in model.read_text().splitlines() if " = " in line or '"comm.' in line)
+    opt = [str(BIN / "lancet-opt"), "--cluster", "p3dn", str(model), "-o", os.devnull]
+    base_cpu = sched_cpu = float("inf")
+    base_mb = sched_mb = 0.0
+    for _ in range(repeat):
+        cpu, mb = _child_run(opt)
+        base_cpu, base_mb = min(base_cpu, cpu), max(base_mb, mb)
+        cpu, mb = _child_run([*opt, "-p", "lancet-schedule"])
+        sched_cpu, sched_mb = min(sched_cpu, cpu), max(sched_mb, mb)
+    return {
+        "layers": layers, "ops": ops, "parse_print_s": round(base_cpu, 2),
+        "lancet_schedule_s": round(sched_cpu, 2), "time_ratio": round(sched_cpu / base_cpu, 2),
+        "parse_print_mb": round(base_mb, 1), "lancet_schedule_mb": round(sched_mb, 1),
+        "memory_ratio": round(sched_mb / base_mb, 2),
+    }  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    """The markdown table of the rows."""
+    lines = [
+        "| layers | ops | parse + print s | lancet-schedule s | ratio | parse + print MB | lancet-schedule MB | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['layers']} | {r['ops']} | {r['parse_print_s']} | {r['lancet_schedule_s']} | "
+            f"{r['time_ratio']}x | {r['parse_print_mb']} | {r['lancet_schedule_mb']} | {r['memory_ratio']}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """CPU seconds of both runs against layers (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    layers = [r["layers"] for r in rows]
+    ax.plot(layers, [r["parse_print_s"] for r in rows], "o-", label="parse + print")
+    ax.plot(layers, [r["lancet_schedule_s"] for r in rows], "s-", label="lancet-schedule")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("layers")
+    ax.set_ylabel("CPU s (whole process)")
+    ax.legend()
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, nargs="+", default=[12, 24, 48])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [measure(n, args.repeat, Path(tmp)) for n in args.layers]
+    (args.out / "optimizer_time.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (args.out / "optimizer_time.md").write_text(table(rows))
+    plot(rows, args.out / "optimizer_time.png")
+    sys.stdout.write(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
