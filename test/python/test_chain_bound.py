@@ -15,7 +15,8 @@ def test_bound_stops_once_the_limit_is_out_of_reach() -> None:
     p = Problem.from_edges([2.0, 5.0, 3.0, 1.0], [(0, 1), (1, 2)], {1: "all_to_all"})
     comp, comm = [0, 3, 2], [1]
     full = evaluate_chains(p.preds, p.durations, comp, comm)
-    assert full is not None and full.makespan_us == 10.0
+    assert full is not None
+    assert full.makespan_us == 10.0
     # compute work 6 fits under 9.5, but c's 4 µs wait makes 10: stopped at that wait
     assert evaluate_chains(p.preds, p.durations, comp, comm, None, (9.5, 6.0, 5.0)) is None
     # work alone above the limit: stopped before anything runs
