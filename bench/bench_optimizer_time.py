@@ -104,7 +104,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--layers", type=int, nargs="+", default=[12, 24, 48])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
