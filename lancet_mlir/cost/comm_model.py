@@ -42,30 +42,19 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from lancet_mlir.dialects.collectives import kind_aliases, table_kinds
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.support.errors import UserError
 
-KINDS: tuple[str, ...] = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
-"""Collective kinds with their own tables (`comm.all_to_allv` is costed as `all_to_all`)."""
+KINDS: tuple[CollectiveKind, ...] = table_kinds()
+"""Collective kinds with their own tables (`comm.all_to_allv` is costed as `all_to_all`):
+the collective registry's table kinds."""
 
-_KIND_ALIASES: dict[str, str] = {
-    "allreduce": "allreduce",
-    "all_reduce": "allreduce",
-    "all-reduce": "allreduce",
-    "allgather": "allgather",
-    "all_gather": "allgather",
-    "all-gather": "allgather",
-    "reduce_scatter": "reduce_scatter",
-    "reducescatter": "reduce_scatter",
-    "reduce-scatter": "reduce_scatter",
-    "all_to_all": "all_to_all",
-    "alltoall": "all_to_all",
-    "all-to-all": "all_to_all",
-    "all_to_allv": "all_to_all",
-    "alltoallv": "all_to_all",
-}
+_KIND_ALIASES: dict[str, CollectiveKind] = kind_aliases()
+"""Every spelling of every kind -> its table kind (from the collective registry)."""
 
 
-def canonical_kind(name: str) -> str | None:
+def canonical_kind(name: str) -> CollectiveKind | None:
     """The table kind for a collective name or alias (`all-reduce`, `alltoall`, ...), or None."""
     return _KIND_ALIASES.get(name.strip().lower())
 
@@ -139,7 +128,7 @@ def bus_factor(kind: str, group_size: int | None) -> float:
     """nccl-tests' bus-bandwidth factor of a ring algorithm: bytes each rank sends per payload
     byte. allreduce 2(G-1)/G, allgather/reduce_scatter/all_to_all (G-1)/G; unknown G: the
     large-group limit (2 or 1)."""
-    twice = canonical_kind(kind) == "allreduce"
+    twice = canonical_kind(kind) == CollectiveKind.ALLREDUCE
     if group_size is None:
         return 2.0 if twice else 1.0
     base = (group_size - 1) / group_size
@@ -216,7 +205,7 @@ class InterNode:
         if group_size <= self.gpus_per_node:
             return 0.0
         smallest = group_size - self.gpus_per_node * (self.nodes(group_size) - 1)
-        if canonical_kind(kind) == "all_to_all":
+        if canonical_kind(kind) == CollectiveKind.ALL_TO_ALL:
             return nbytes * (group_size - smallest) / group_size
         return nbytes * bus_factor(kind, group_size) / smallest
 

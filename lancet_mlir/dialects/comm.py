@@ -53,7 +53,9 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.collectives import COLLECTIVES, Collective
 from lancet_mlir.dialects.dtypes import DTYPE_BYTES
+from lancet_mlir.dialects.vocab import CollectiveKind
 
 
 @lru_cache(maxsize=256)
@@ -167,11 +169,12 @@ class GroupsAttr(ParametrizedAttribute):
 class CollectiveOp(IRDLOperation):
     """Base of all collectives: N tensor operands -> N tensor results.
 
-    Subclasses set `KIND` (the cost-model name of the collective) and check shapes in
-    `verify_shapes`. `group_size()` resolves the group against the module's world size.
+    Subclasses set `KIND` (their entry in the collective registry, `collectives.py`) and
+    check shapes in `verify_shapes`. `group_size()` resolves the group against the module's
+    world size.
     """
 
-    KIND: ClassVar[str] = ""
+    KIND: ClassVar[CollectiveKind]
 
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
@@ -189,6 +192,16 @@ class CollectiveOp(IRDLOperation):
         )
 
     # ---- queries used by the graph, cost model and runtime -------------------------------
+    @classmethod
+    def entry(cls) -> Collective:
+        """The registry entry of this op's kind."""
+        return COLLECTIVES[cls.KIND]
+
+    def axes(self) -> tuple[int, ...]:
+        """The axes the collective gathers, scatters or exchanges along (in property order:
+        `axis`, or `split_axis` then `concat_axis`); () when it has none."""
+        return ()
+
     def group_size(self, world_size: int | None = None) -> int | None:
         """Ranks per group: the op's own groups, else `world_size`, else the enclosing
         module's `lancet.world_size` (None if nothing says)."""
@@ -299,7 +312,7 @@ class AllReduceOp(CollectiveOp):
     """Reduce each tensor across the group; every rank gets the full result."""
 
     name = "comm.allreduce"
-    KIND: ClassVar[str] = "allreduce"
+    KIND: ClassVar[CollectiveKind] = CollectiveKind.ALLREDUCE
     reduction = prop_def(ReductionAttr, default_value=ReductionAttr(ReductionKind.SUM))
     assembly_format = (
         "$inputs (`reduce` $reduction^)? (`group` $groups^)? attr-dict `:` "
@@ -318,12 +331,16 @@ class AllGatherOp(CollectiveOp):
     """Concatenate each rank's tensor along `axis` (result dim = group size x operand dim)."""
 
     name = "comm.allgather"
-    KIND: ClassVar[str] = "allgather"
+    KIND: ClassVar[CollectiveKind] = CollectiveKind.ALLGATHER
     axis = _axis_prop()
     assembly_format = (
         "$inputs (`axis` $axis^)? (`group` $groups^)? attr-dict `:` "
         "functional-type($inputs, $outputs)"
     )
+
+    def axes(self) -> tuple[int, ...]:
+        """(axis,)."""
+        return (_int(self.axis),)
 
     def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
         axis = _int(self.axis)
@@ -339,13 +356,17 @@ class ReduceScatterOp(CollectiveOp):
     """Reduce across the group, then keep this rank's 1/group-size slice along `axis`."""
 
     name = "comm.reduce_scatter"
-    KIND: ClassVar[str] = "reduce_scatter"
+    KIND: ClassVar[CollectiveKind] = CollectiveKind.REDUCE_SCATTER
     reduction = prop_def(ReductionAttr, default_value=ReductionAttr(ReductionKind.SUM))
     axis = _axis_prop()
     assembly_format = (
         "$inputs (`reduce` $reduction^)? (`axis` $axis^)? (`group` $groups^)? attr-dict `:` "
         "functional-type($inputs, $outputs)"
     )
+
+    def axes(self) -> tuple[int, ...]:
+        """(axis,)."""
+        return (_int(self.axis),)
 
     def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
         axis = _int(self.axis)
@@ -362,13 +383,17 @@ class AllToAllOp(CollectiveOp):
     and concatenate the received chunks (in rank order) along `concat_axis`."""
 
     name = "comm.all_to_all"
-    KIND: ClassVar[str] = "all_to_all"
+    KIND: ClassVar[CollectiveKind] = CollectiveKind.ALL_TO_ALL
     split_axis = _axis_prop()
     concat_axis = _axis_prop()
     assembly_format = (
         "$inputs (`split` $split_axis^)? (`concat` $concat_axis^)? (`group` $groups^)? "
         "attr-dict `:` functional-type($inputs, $outputs)"
     )
+
+    def axes(self) -> tuple[int, ...]:
+        """(split_axis, concat_axis)."""
+        return (_int(self.split_axis), _int(self.concat_axis))
 
     def verify_shapes(self, n: int, ins: list[int], outs: list[int], size: int | None) -> None:
         split, concat = _int(self.split_axis), _int(self.concat_axis)
@@ -412,7 +437,7 @@ class AllToAllVOp(CollectiveOp):
     """
 
     name = "comm.all_to_allv"
-    KIND: ClassVar[str] = "all_to_allv"
+    KIND: ClassVar[CollectiveKind] = CollectiveKind.ALL_TO_ALLV
     assembly_format = "$inputs (`group` $groups^)? attr-dict `:` functional-type($inputs, $outputs)"
 
     def data_pairs(self) -> list[tuple[SSAValue, SSAValue]]:

@@ -11,10 +11,13 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.collectives import fusable_kinds
 from lancet_mlir.dialects.comm import AllReduceOp, CollectiveOp
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.dataflow import DataflowGraph
 
-FUSABLE_KINDS = ("allreduce", "allgather", "reduce_scatter")
+FUSABLE_KINDS = fusable_kinds()
+"""The kinds comm-bucket-fusion may merge (the collective registry's fusable ones)."""
 
 
 def fusion_key(op: Operation) -> tuple | None:
@@ -150,7 +153,7 @@ def is_gradient_allreduce(op: Operation, roles: bool) -> bool:
         if not isinstance(owner, Operation):
             return False
         role = owner.attributes.get(attrs.ROLE)
-        if not isinstance(role, StringAttr) or role.data != "dw":
+        if not isinstance(role, StringAttr) or role.data != Role.DW:
             return False
     return True
 

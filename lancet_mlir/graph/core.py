@@ -16,8 +16,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-A2A_KINDS = frozenset({"all_to_all", "all_to_allv"})
-"""Collective kinds whose windows dW computation can fill (the MoE exchanges)."""
+from lancet_mlir.dialects.collectives import exchange_kinds
+from lancet_mlir.dialects.vocab import CollectiveKind
+
+A2A_KINDS = exchange_kinds()
+"""Collective kinds whose windows dW computation can fill (the MoE exchanges: the collective
+registry's exchange kinds)."""
 
 
 class Graph(Protocol):
@@ -138,7 +142,7 @@ class Problem:
             for p in ps:
                 succs[p].append(c)
         kinds: list[str | None] = [None] * n
-        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm or (), "allreduce")
+        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm or (), CollectiveKind.ALLREDUCE)
         for v, k in comm_map.items():
             kinds[v] = k
         roles: list[str | None] = [None] * n
@@ -155,4 +159,4 @@ class Problem:
 
     def is_allreduce(self, v: int) -> bool:
         """True for all-reduces (gradient synchronisation)."""
-        return self.comm_kind[v] == "allreduce"
+        return self.comm_kind[v] == CollectiveKind.ALLREDUCE

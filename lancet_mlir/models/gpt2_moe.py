@@ -70,6 +70,7 @@ from lancet_mlir.dialects.comm import (
     ReductionKind,
 )
 from lancet_mlir.dialects.comp import build_op, element_type, tensor_sig
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.support.errors import UserError
 
 GATES = ("switch", "top2")
@@ -278,7 +279,7 @@ class _Builder:
     """Appends ops to one block, tagging roles and value names."""
 
     block: Block
-    role: str = "fwd"
+    role: str = Role.FWD
 
     def op(
         self,
@@ -321,7 +322,7 @@ class _Builder:
     def allreduce_avg(self, g: SSAValue, name: str) -> SSAValue:
         """Append the data-parallel average of gradient `g` (role dw)."""
         op = AllReduceOp([g], [g.type], {"reduction": ReductionAttr(ReductionKind.AVG)})
-        op.attributes[ROLE_ATTR] = StringAttr("dw")
+        op.attributes[ROLE_ATTR] = StringAttr(Role.DW)
         self.block.add_op(op)
         op.results[0].name_hint = name
         return op.results[0]
@@ -367,7 +368,7 @@ class _Model:
         """Record an expert gradient: scaled by 1/G (global mean loss), never all-reduced."""
         if self.cfg.world_size > 1:
             g = self.b.v(
-                "scale", [g], {"alpha": 1.0 / self.cfg.world_size}, f"{name}_gscaled", "dw"
+                "scale", [g], {"alpha": 1.0 / self.cfg.world_size}, f"{name}_gscaled", Role.DW
             )
         self.grads[name] = g
 
@@ -439,63 +440,63 @@ class _Model:
         """Gradient of layer i's input from the gradient of its output."""
         c, b, p, n = self.cfg, self.b, self.p, f"l{i}_"
         dln2 = self.moe_backward(i, s, dout) if c.is_moe(i) else self.dense_backward(i, s, dout)
-        dx1_ln = b.v("layer_norm_dx", [dln2, s.x1, p[n + "ln2_g"]], role="dx")
-        dg, dbeta = b.op("layer_norm_dw", [dln2, s.x1], role="dw").results
+        dx1_ln = b.v("layer_norm_dx", [dln2, s.x1, p[n + "ln2_g"]], role=Role.DX)
+        dg, dbeta = b.op("layer_norm_dw", [dln2, s.x1], role=Role.DW).results
         self.grad(n + "ln2_g", dg)
         self.grad(n + "ln2_b", dbeta)
-        dx1 = b.v("add", [dout, dx1_ln], name=n + "dx1", role="dx")
+        dx1 = b.v("add", [dout, dx1_ln], name=n + "dx1", role=Role.DX)
         # attention output projection
-        self.grad(n + "bo", b.v("reduce_sum", [dx1], {"axes": (0,)}, role="dw"))
-        dctx2d = b.v("matmul_dx", [dx1, p[n + "wo"]], role="dx")
-        self.grad(n + "wo", b.v("matmul_dw", [s.ctx2d, dx1], role="dw"))
+        self.grad(n + "bo", b.v("reduce_sum", [dx1], {"axes": (0,)}, role=Role.DW))
+        dctx2d = b.v("matmul_dx", [dx1, p[n + "wo"]], role=Role.DX)
+        self.grad(n + "wo", b.v("matmul_dw", [s.ctx2d, dx1], role=Role.DW))
         dctx = self.heads_view(dctx2d, n + "dctx")
-        dprobs = b.v("batch_matmul_dx", [dctx, s.vh], role="dx")
-        dvh = b.v("batch_matmul_dw", [s.probs, dctx], role="dx")
-        dscaled = b.v("softmax_dx", [dprobs, s.probs], {"axis": -1}, role="dx")
-        dscores = b.v("scale", [dscaled], {"alpha": 1.0 / math.sqrt(c.head_dim)}, role="dx")
-        dqh = b.v("batch_matmul_dx", [dscores, s.kh], {"transpose_b": True}, role="dx")
-        dkh = b.v("batch_matmul_dw", [s.qh, dscores], {"transpose_b": True}, role="dx")
+        dprobs = b.v("batch_matmul_dx", [dctx, s.vh], role=Role.DX)
+        dvh = b.v("batch_matmul_dw", [s.probs, dctx], role=Role.DX)
+        dscaled = b.v("softmax_dx", [dprobs, s.probs], {"axis": -1}, role=Role.DX)
+        dscores = b.v("scale", [dscaled], {"alpha": 1.0 / math.sqrt(c.head_dim)}, role=Role.DX)
+        dqh = b.v("batch_matmul_dx", [dscores, s.kh], {"transpose_b": True}, role=Role.DX)
+        dkh = b.v("batch_matmul_dw", [s.qh, dscores], {"transpose_b": True}, role=Role.DX)
         parts = [self.tokens_view(d, n + nm) for d, nm in ((dqh, "dq"), (dkh, "dk"), (dvh, "dv"))]
-        dqkv = b.v("concat", parts, {"axis": 1}, n + "dqkv", role="dx")
-        self.grad(n + "bqkv", b.v("reduce_sum", [dqkv], {"axes": (0,)}, role="dw"))
-        dln1 = b.v("matmul_dx", [dqkv, p[n + "wqkv"]], role="dx")
-        self.grad(n + "wqkv", b.v("matmul_dw", [s.ln1, dqkv], role="dw"))
-        dx_ln = b.v("layer_norm_dx", [dln1, s.x, p[n + "ln1_g"]], role="dx")
-        dg, dbeta = b.op("layer_norm_dw", [dln1, s.x], role="dw").results
+        dqkv = b.v("concat", parts, {"axis": 1}, n + "dqkv", role=Role.DX)
+        self.grad(n + "bqkv", b.v("reduce_sum", [dqkv], {"axes": (0,)}, role=Role.DW))
+        dln1 = b.v("matmul_dx", [dqkv, p[n + "wqkv"]], role=Role.DX)
+        self.grad(n + "wqkv", b.v("matmul_dw", [s.ln1, dqkv], role=Role.DW))
+        dx_ln = b.v("layer_norm_dx", [dln1, s.x, p[n + "ln1_g"]], role=Role.DX)
+        dg, dbeta = b.op("layer_norm_dw", [dln1, s.x], role=Role.DW).results
         self.grad(n + "ln1_g", dg)
         self.grad(n + "ln1_b", dbeta)
-        return b.v("add", [dx1, dx_ln], name=n + "dx", role="dx")
+        return b.v("add", [dx1, dx_ln], name=n + Role.DX, role=Role.DX)
 
     def dense_backward(self, i: int, s: _Layer, dout: SSAValue) -> SSAValue:
         """Backward of the dense FFN; returns the gradient of its input."""
         b, p, n, f = self.b, self.p, f"l{i}_", s.ffn
-        self.grad(n + "b2", b.v("reduce_sum", [dout], {"axes": (0,)}, role="dw"))
-        dact = b.v("matmul_dx", [dout, p[n + "w2"]], role="dx")
-        self.grad(n + "w2", b.v("matmul_dw", [f["act"], dout], role="dw"))
-        df1 = b.v("gelu_dx", [dact, f["f1b"]], role="dx")
-        self.grad(n + "b1", b.v("reduce_sum", [df1], {"axes": (0,)}, role="dw"))
-        dh = b.v("matmul_dx", [df1, p[n + "w1"]], name=n + "dln2", role="dx")
-        self.grad(n + "w1", b.v("matmul_dw", [s.ln2, df1], role="dw"))
+        self.grad(n + "b2", b.v("reduce_sum", [dout], {"axes": (0,)}, role=Role.DW))
+        dact = b.v("matmul_dx", [dout, p[n + "w2"]], role=Role.DX)
+        self.grad(n + "w2", b.v("matmul_dw", [f["act"], dout], role=Role.DW))
+        df1 = b.v("gelu_dx", [dact, f["f1b"]], role=Role.DX)
+        self.grad(n + "b1", b.v("reduce_sum", [df1], {"axes": (0,)}, role=Role.DW))
+        dh = b.v("matmul_dx", [df1, p[n + "w1"]], name=n + "dln2", role=Role.DX)
+        self.grad(n + "w1", b.v("matmul_dw", [s.ln2, df1], role=Role.DW))
         return dh
 
     def moe_backward(self, i: int, s: _Layer, dout: SSAValue) -> SSAValue:
         """Backward of the MoE FFN (two all-to-alls); returns the gradient of its input."""
         c, b, p, n, f = self.cfg, self.b, self.p, f"l{i}_", s.ffn
         gate = {"gate": c.gate, "capacity": c.capacity}
-        dyo = b.v("moe_combine_dx", [dout, f["combine"]], name=n + "d_returned", role="dx")
-        dcomb = b.v("moe_combine_dw", [dout, f["yo"]], name=n + "d_combine", role="dx")
+        dyo = b.v("moe_combine_dx", [dout, f["combine"]], name=n + "d_returned", role=Role.DX)
+        dcomb = b.v("moe_combine_dw", [dout, f["yo"]], name=n + "d_combine", role=Role.DX)
         dy = b.all_to_all(dyo, 0, 1, c.world_size, n + "d_expert_out")
-        dact = b.v("batch_matmul_dx", [dy, p[n + "we2"]], role="dx")
-        self.expert_grad(n + "we2", b.v("batch_matmul_dw", [f["act"], dy], role="dw"))
-        dz = b.v("gelu_dx", [dact, f["z"]], role="dx")
-        dxe = b.v("batch_matmul_dx", [dz, p[n + "we1"]], name=n + "d_expert_in", role="dx")
-        self.expert_grad(n + "we1", b.v("batch_matmul_dw", [f["xe"], dz], role="dw"))
+        dact = b.v("batch_matmul_dx", [dy, p[n + "we2"]], role=Role.DX)
+        self.expert_grad(n + "we2", b.v("batch_matmul_dw", [f["act"], dy], role=Role.DW))
+        dz = b.v("gelu_dx", [dact, f["z"]], role=Role.DX)
+        dxe = b.v("batch_matmul_dx", [dz, p[n + "we1"]], name=n + "d_expert_in", role=Role.DX)
+        self.expert_grad(n + "we1", b.v("batch_matmul_dw", [f["xe"], dz], role=Role.DW))
         ddin = b.all_to_all(dxe, 1, 0, c.world_size, n + "d_dispatched")
-        dh_moe = b.v("moe_dispatch_dx", [ddin, f["dispatch"]], role="dx")
-        dlogits = b.v("moe_gate_dx", [dcomb, f["logits"]], gate, n + "d_gate_logits", "dx")
-        dh_gate = b.v("matmul_dx", [dlogits, p[n + "wg"]], role="dx")
-        self.grad(n + "wg", b.v("matmul_dw", [s.ln2, dlogits], role="dw"))
-        return b.v("add", [dh_moe, dh_gate], name=n + "dln2", role="dx")
+        dh_moe = b.v("moe_dispatch_dx", [ddin, f["dispatch"]], role=Role.DX)
+        dlogits = b.v("moe_gate_dx", [dcomb, f["logits"]], gate, n + "d_gate_logits", Role.DX)
+        dh_gate = b.v("matmul_dx", [dlogits, p[n + "wg"]], role=Role.DX)
+        self.grad(n + "wg", b.v("matmul_dw", [s.ln2, dlogits], role=Role.DW))
+        return b.v("add", [dh_moe, dh_gate], name=n + "dln2", role=Role.DX)
 
     # ---- whole step ------------------------------------------------------------------------
     def build(self, ids: SSAValue, labels: SSAValue) -> SSAValue:
@@ -511,20 +512,20 @@ class _Model:
         hf = b.v("layer_norm", [x, p["lnf_g"], p["lnf_b"]], name="lnf")
         logits = b.v("matmul", [hf, p["wte"]], {"transpose_b": True}, "logits")
         loss = b.v("cross_entropy", [logits, labels], name="loss")
-        b.role = "dx"
+        b.role = Role.DX
         dlogits = b.v("cross_entropy_dx", [logits, labels], name="dlogits")
         dhf = b.v("matmul_dx", [dlogits, p["wte"]], {"transpose_b": True})
-        dwte_head = b.v("matmul_dw", [hf, dlogits], {"transpose_b": True}, role="dw")
+        dwte_head = b.v("matmul_dw", [hf, dlogits], {"transpose_b": True}, role=Role.DW)
         dx = b.v("layer_norm_dx", [dhf, x, p["lnf_g"]], name="dxL")
-        dg, dbeta = b.op("layer_norm_dw", [dhf, x], role="dw").results
+        dg, dbeta = b.op("layer_norm_dw", [dhf, x], role=Role.DW).results
         self.grad("lnf_g", dg)
         self.grad("lnf_b", dbeta)
         for i in reversed(range(c.layers)):
             dx = self.backward_layer(i, saved[i], dx)
         dpos = b.v("reshape", [dx], {"shape": (c.batch, c.seq, c.hidden)}, "demb")
-        self.grad("wpe", b.v("reduce_sum", [dpos], {"axes": (0,)}, role="dw"))
-        dwte_emb = b.v("embedding_dw", [dpos, ids], {"num_embeddings": c.vocab}, role="dw")
-        self.grad("wte", b.v("add", [dwte_head, dwte_emb], name="dwte", role="dw"))
+        self.grad("wpe", b.v("reduce_sum", [dpos], {"axes": (0,)}, role=Role.DW))
+        dwte_emb = b.v("embedding_dw", [dpos, ids], {"num_embeddings": c.vocab}, role=Role.DW)
+        self.grad("wte", b.v("add", [dwte_head, dwte_emb], name="dwte", role=Role.DW))
         return loss
 
 
@@ -612,10 +613,10 @@ def _emit_updates(
         grad = model.grads[spec.name]
         if cfg.optimizer == "sgd":
             new_params.append(b.v("sgd_update", [args[spec.name], grad], name=spec.name + "_new",
-                                  role="update"))  # fmt: skip
+                                  role=Role.UPDATE))  # fmt: skip
             continue
         inputs = [args[spec.name], grad, args["m_" + spec.name], args["v_" + spec.name]]
-        w, m, v = b.op("adam_update", inputs, role="update").results
+        w, m, v = b.op("adam_update", inputs, role=Role.UPDATE).results
         w.name_hint, m.name_hint, v.name_hint = (f"{x}{spec.name}_new" for x in ("", "m_", "v_"))
         new_params.append(w)
         new_states["m"].append(m)

@@ -31,6 +31,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.core import Problem, topological_order
 from lancet_mlir.optimize.chains import (
     ChainTimes,
@@ -74,7 +75,7 @@ def update_mask(problem: Problem, desc: Sequence[int]) -> int:
     for v in range(len(problem)):
         if problem.is_allreduce(v):
             mask |= desc[v]
-        elif problem.role[v] == "update":
+        elif problem.role[v] == Role.UPDATE:
             mask |= 1 << v
     return mask
 
@@ -86,7 +87,7 @@ def label_dw(problem: Problem, launch_order: Sequence[int]) -> DwLabels:
     windows = [v for v in launch_order if problem.is_a2a(v)]
     eligible = 0
     for v in range(len(problem)):
-        if problem.is_comm[v] or updates >> v & 1 or problem.role[v] not in (None, "dw"):
+        if problem.is_comm[v] or updates >> v & 1 or problem.role[v] not in (None, Role.DW):
             continue
         eligible |= 1 << v
     overlappable: dict[int, list[int]] = {}

@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import PartitionError, node_name
 from lancet_mlir.partition.region import Available, OpCost
@@ -181,7 +182,7 @@ def token_spans(
     n_ops = len(graph.ops)
     prev = next((x for x in reversed(layers[:t]) if x is not None), None)
     nxt = next((x for x in layers[t + 1 :] if x is not None), None)
-    fwd_end = first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), "fwd")
+    fwd_end = first_role(graph, layer.combine + 1, min(layer.bwd_nodes, default=n_ops), Role.FWD)
     lo = _forward_split(graph, prev, layer, time_of) if prev is not None else 0
     end = _forward_split(graph, layer, nxt, time_of) if nxt is not None else fwd_end
     before, after = range(lo, layer.gate), range(layer.combine + 1, min(end, fwd_end))
@@ -191,7 +192,7 @@ def token_spans(
     start = fwd_end
     if nxt is not None and nxt.bwd is not None and max(nxt.bwd_nodes) < first:
         start = middle(graph, max(nxt.bwd_nodes) + 1, first, time_of)
-    stop = first_role(graph, last + 1, n_ops, "dx", "dw")
+    stop = first_role(graph, last + 1, n_ops, Role.DX, Role.DW)
     if prev is not None and prev.bwd is not None and min(prev.bwd_nodes) > last:
         stop = min(stop, middle(graph, last + 1, min(prev.bwd_nodes), time_of))
     return Spans(before, after, range(max(start, after.stop), first), range(last + 1, stop))

@@ -112,11 +112,16 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     name = "moe-partition"
 
     algo: str | None = None
-    """None: dp (an explicit algo with axis=token is refused: it would be ignored)."""
+    """`dp` (the DP chooses the range within each layer) or `range` (the layer's whole range);
+    None: dp (an explicit algo with axis=token is refused: it would be ignored)."""
     max_parts: int = 8
+    """Largest part count tried (>= 2); every count from 2 that fits is costed."""
     parts: int | None = None
+    """Force this many parts (>= 2) on every pair, uneven ones too; None: choose."""
     axis: str = "capacity"
+    """`capacity` (expert capacity slots) or `token` (whole MoE layers in token parts)."""
     extend: str = "forward"
+    """With `axis=token`: the regions around each layer split too (`none`, `forward`, `all`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.algo is not None and self.axis == "token":

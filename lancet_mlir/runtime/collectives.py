@@ -22,19 +22,13 @@ with real MPI calls; these functions are the definition it is tested against.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.ir import Operation
 
-from lancet_mlir.dialects.comm import (
-    AllGatherOp,
-    AllReduceOp,
-    AllToAllOp,
-    AllToAllVOp,
-    CollectiveOp,
-    ReduceScatterOp,
-)
+from lancet_mlir.dialects.comm import AllReduceOp, CollectiveOp, ReduceScatterOp
+from lancet_mlir.dialects.vocab import CollectiveKind
 
 REDUCTIONS = ("sum", "prod", "max", "min", "avg")
 
@@ -206,31 +200,52 @@ def all_to_allv(
 # ---- whole op over simulated ranks ---------------------------------------------------------
 
 
-def run_group(op: CollectiveOp, members: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
-    """Results of `op` for the members of one group; `members[m]` holds member m's operands."""
+Members = Sequence[Sequence[np.ndarray]]
+GroupRun = Callable[[CollectiveOp, Members], list[list[np.ndarray]]]
+"""A simulated implementation: (op, every member's operands) -> every member's results."""
+
+
+def _per_tensor(run: Callable[[CollectiveOp, list[np.ndarray]], list[np.ndarray]]) -> GroupRun:
+    """The implementation of a kind that exchanges each operand on its own."""
+
+    def run_members(op: CollectiveOp, members: Members) -> list[list[np.ndarray]]:
+        nops = len(op.operands)
+        per_tensor = [run(op, [m[n] for m in members]) for n in range(nops)]
+        return [[per_tensor[n][m] for n in range(nops)] for m in range(len(members))]
+
+    return run_members
+
+
+def _all_to_allv_members(op: CollectiveOp, members: Members) -> list[list[np.ndarray]]:
     nops = len(op.operands)
-    if isinstance(op, AllToAllVOp):
-        half = nops // 2
-        outs: list[list[np.ndarray]] = [[None] * nops for _ in members]  # type: ignore[list-item]
-        for n in range(half):
-            data, counts = all_to_allv([m[n] for m in members], [m[half + n] for m in members])
-            for m in range(len(members)):
-                outs[m][n], outs[m][half + n] = data[m], counts[m]
-        return outs
-    per_tensor = [_run_tensor(op, [m[n] for m in members]) for n in range(nops)]
-    return [[per_tensor[n][m] for n in range(nops)] for m in range(len(members))]
+    half = nops // 2
+    outs: list[list[np.ndarray]] = [[None] * nops for _ in members]  # type: ignore[list-item]
+    for n in range(half):
+        data, counts = all_to_allv([m[n] for m in members], [m[half + n] for m in members])
+        for m in range(len(members)):
+            outs[m][n], outs[m][half + n] = data[m], counts[m]
+    return outs
 
 
-def _run_tensor(op: CollectiveOp, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    if isinstance(op, AllReduceOp):
-        return allreduce(arrays, reduction_of(op))
-    if isinstance(op, AllGatherOp):
-        return allgather(arrays, op.axis.value.data)
-    if isinstance(op, ReduceScatterOp):
-        return reduce_scatter(arrays, reduction_of(op), op.axis.value.data)
-    if isinstance(op, AllToAllOp):
-        return all_to_all(arrays, op.split_axis.value.data, op.concat_axis.value.data)
-    raise CollectiveError(f"{op_label(op)}: unsupported collective")
+SIMULATED: dict[CollectiveKind, GroupRun] = {
+    CollectiveKind.ALLREDUCE: _per_tensor(lambda op, xs: allreduce(xs, reduction_of(op))),
+    CollectiveKind.ALLGATHER: _per_tensor(lambda op, xs: allgather(xs, *op.axes())),
+    CollectiveKind.REDUCE_SCATTER: _per_tensor(
+        lambda op, xs: reduce_scatter(xs, reduction_of(op), *op.axes())
+    ),
+    CollectiveKind.ALL_TO_ALL: _per_tensor(lambda op, xs: all_to_all(xs, *op.axes())),
+    CollectiveKind.ALL_TO_ALLV: _all_to_allv_members,
+}
+"""The simulated-ranks implementation of every collective kind of the registry
+(`dialects/collectives.py`; runtime/mpi.py holds the MPI ones)."""
+
+
+def run_group(op: CollectiveOp, members: Members) -> list[list[np.ndarray]]:
+    """Results of `op` for the members of one group; `members[m]` holds member m's operands."""
+    run = SIMULATED.get(op.KIND)
+    if run is None:
+        raise CollectiveError(f"{op_label(op)}: unsupported collective")
+    return run(op, members)
 
 
 def simulate(

@@ -20,19 +20,13 @@ rank order is the order written in the op.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
-from lancet_mlir.dialects.comm import (
-    AllGatherOp,
-    AllReduceOp,
-    AllToAllOp,
-    AllToAllVOp,
-    CollectiveOp,
-    ReduceScatterOp,
-)
+from lancet_mlir.dialects.comm import AllToAllOp, AllToAllVOp, CollectiveOp, ReduceScatterOp
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.runtime.collectives import (
     CollectiveError,
     check_counts,
@@ -142,7 +136,7 @@ class MpiCollectives:
                 check_counts(inputs[n], inputs[half + n], size)
             return
         for x in inputs:
-            axes = _axes_of(op)
+            axes = op.axes()
             for axis in axes:
                 if not 0 <= axis < x.ndim:
                     raise CollectiveError(f"{op_label(op)}: axis {axis} out of range for {x.shape}")
@@ -153,22 +147,10 @@ class MpiCollectives:
                 )
 
     def _exchange(self, op: CollectiveOp, gc: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if isinstance(op, AllToAllVOp):
-            half = len(inputs) // 2
-            outs: list[np.ndarray] = list(inputs)
-            for n in range(half):
-                outs[n], outs[half + n] = _alltoallv(gc, inputs[n], inputs[half + n])
-            return outs
-        if isinstance(op, AllReduceOp):
-            return [_allreduce(gc, x, reduction_of(op)) for x in inputs]
-        if isinstance(op, AllGatherOp):
-            return [_allgather(gc, x, op.axis.value.data) for x in inputs]
-        if isinstance(op, ReduceScatterOp):
-            return [_reduce_scatter(gc, x, reduction_of(op), op.axis.value.data) for x in inputs]
-        if isinstance(op, AllToAllOp):
-            split, concat = op.split_axis.value.data, op.concat_axis.value.data
-            return [_alltoall(gc, x, split, concat) for x in inputs]
-        raise CollectiveError(f"{op_label(op)}: unsupported collective")
+        run = EXCHANGES.get(op.KIND)
+        if run is None:
+            raise CollectiveError(f"{op_label(op)}: unsupported collective")
+        return run(op, gc, inputs)
 
 
 def _position(groups: Sequence[Sequence[int]], rank: int) -> tuple[int, int]:
@@ -176,14 +158,6 @@ def _position(groups: Sequence[Sequence[int]], rank: int) -> tuple[int, int]:
         if rank in group:
             return color, list(group).index(rank)
     raise CollectiveError(f"rank {rank} is in no group")
-
-
-def _axes_of(op: CollectiveOp) -> list[int]:
-    if isinstance(op, AllGatherOp | ReduceScatterOp):
-        return [op.axis.value.data]
-    if isinstance(op, AllToAllOp):
-        return [op.split_axis.value.data, op.concat_axis.value.data]
-    return []
 
 
 def _mpi_op(reduction: str) -> Any:
@@ -281,3 +255,27 @@ def _starts(sizes: np.ndarray) -> np.ndarray:
 
 def _ints(values: np.ndarray) -> list[int]:
     return [int(v) for v in values]
+
+
+def _alltoallv_all(op: CollectiveOp, gc: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    half = len(inputs) // 2
+    outs: list[np.ndarray] = list(inputs)
+    for n in range(half):
+        outs[n], outs[half + n] = _alltoallv(gc, inputs[n], inputs[half + n])
+    return outs
+
+
+Exchange = Callable[[CollectiveOp, Any, list[np.ndarray]], list[np.ndarray]]
+"""An MPI implementation: (op, the group's communicator, this rank's operands) -> results."""
+
+EXCHANGES: dict[CollectiveKind, Exchange] = {
+    CollectiveKind.ALLREDUCE: lambda op, gc, xs: [_allreduce(gc, x, reduction_of(op)) for x in xs],
+    CollectiveKind.ALLGATHER: lambda op, gc, xs: [_allgather(gc, x, *op.axes()) for x in xs],
+    CollectiveKind.REDUCE_SCATTER: lambda op, gc, xs: [
+        _reduce_scatter(gc, x, reduction_of(op), *op.axes()) for x in xs
+    ],
+    CollectiveKind.ALL_TO_ALL: lambda op, gc, xs: [_alltoall(gc, x, *op.axes()) for x in xs],
+    CollectiveKind.ALL_TO_ALLV: _alltoallv_all,
+}
+"""The MPI implementation of every collective kind of the registry (`dialects/collectives.py`;
+runtime/collectives.py holds the simulated ones)."""

@@ -58,6 +58,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.graph.core import Graph
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
@@ -438,7 +439,7 @@ def weight_update_first(graph: Graph) -> list[int]:
     """Ops that consume an allreduce result (Lancet's `IsWeightUpdateFirstOp`, §1.4)."""
     kinds = graph.comm_kind
     return [
-        i for i, ps in enumerate(graph.preds) if any(kinds[p] == "allreduce" for p in ps)
+        i for i, ps in enumerate(graph.preds) if any(kinds[p] == CollectiveKind.ALLREDUCE for p in ps)
     ]
 
 

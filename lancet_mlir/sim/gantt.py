@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lancet_mlir.dialects.collectives import COLLECTIVES
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import collective_kind
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
@@ -31,19 +33,16 @@ CATEGORY_COLORS: dict[str, str] = {
     "dW": "#8172B3",
     "optimizer": "#937860",
     "compute": "#8C8C8C",
-    "all-to-all": "#C44E52",
-    "all-reduce": "#DD8452",
-    "all-gather": "#DA8BC3",
-    "reduce-scatter": "#CCB974",
+    # the collective registry's categories, the MoE exchanges first
+    **{c.category: c.colour for c in sorted(COLLECTIVES.values(), key=lambda c: not c.exchange)},
     "collective": "#64B5CD",
 }
 """Colour of each op category, in legend order."""
 
-_ROLE_CATEGORY = {"fwd": "forward", "dx": "backward", "dw": "dW", "update": "optimizer"}
-_KIND_CATEGORY = {
-    "all_to_all": "all-to-all", "all_to_allv": "all-to-all", "allreduce": "all-reduce",
-    "allgather": "all-gather", "reduce_scatter": "reduce-scatter",
+_ROLE_CATEGORY: dict[str, str] = {
+    Role.FWD: "forward", Role.DX: "backward", Role.DW: "dW", Role.UPDATE: "optimizer",
 }  # fmt: skip
+_KIND_CATEGORY: dict[str, str] = {c.kind: c.category for c in COLLECTIVES.values()}
 ROLE_ATTR = "lancet.role"
 LABEL_FRACTION = 0.04
 """An op wider than this fraction of the window may get a text label (if the text fits)."""

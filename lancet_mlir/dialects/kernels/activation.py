@@ -11,6 +11,7 @@ from lancet_mlir.dialects.kernels.rules import (
     same_dtype,
     same_shape,
 )
+from lancet_mlir.dialects.vocab import Role
 
 
 def _gelu_dx_infer(ins: Sigs, params: Params) -> list[TensorSig]:
@@ -29,7 +30,7 @@ register(
         infer=unary_same_infer,
         flops=per_element(8),
         partition=elementwise_rule,
-        role="fwd",
+        role=Role.FWD,
         doc="(x) -> 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
     )
 )
@@ -43,7 +44,7 @@ register(
         infer=_gelu_dx_infer,
         flops=per_element(14),
         partition=elementwise_rule,
-        role="dx",
+        role=Role.DX,
         doc="(dy, x) -> dy · gelu'(x) (tanh approximation)",
     )
 )

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from lancet_mlir.dialects.dtypes import DTYPE_BYTES
+from lancet_mlir.dialects.vocab import Role
 
 DType = str
 """A data type name: "f16", "bf16", "f32", "f64", "i32", "i64" or "i1"."""
@@ -245,7 +246,7 @@ class Kernel:
         bytes_moved: (input sigs, output sigs, params) -> bytes read + written.
         partition: (input sigs, output sigs, params) -> allowed PartitionCombos, or None
             when the kernel is never split (see the module docstring).
-        role: default `lancet.role` ("fwd", "dx", "dw", "update") when meaningful. `_dw`
+        role: default `lancet.role` (a `Role`: fwd, dx, dw, update) when meaningful. `_dw`
             names the gradient of a kernel's second (weight-like) operand; a generator
             whose operand is an activation (attention) sets `lancet.role` on the op.
         doc: one-line description of inputs, outputs and semantics.
@@ -259,7 +260,7 @@ class Kernel:
     flops: CostFn
     bytes_moved: CostFn = default_bytes
     partition: PartitionFn | None = None
-    role: str | None = None
+    role: Role | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:

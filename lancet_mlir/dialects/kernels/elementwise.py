@@ -21,6 +21,7 @@ from lancet_mlir.dialects.kernels.rules import (
     per_element,
     same_dtype,
 )
+from lancet_mlir.dialects.vocab import Role
 
 
 def _broadcast_infer(ins: Sigs, params: Params) -> list[TensorSig]:
@@ -78,7 +79,7 @@ register(
         infer=_bias_add_infer,
         flops=per_element(1),
         partition=_bias_add_partition,
-        role="fwd",
+        role=Role.FWD,
         doc="(x [..., N], bias [N]) -> x + bias",
     )
 )

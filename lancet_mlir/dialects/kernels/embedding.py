@@ -14,6 +14,7 @@ from lancet_mlir.dialects.kernels.base import (
     register,
 )
 from lancet_mlir.dialects.kernels.rules import expect_float, expect_int, expect_rank, zero_flops
+from lancet_mlir.dialects.vocab import Role
 
 
 def _embedding_infer(ins: Sigs, params: Params) -> list[TensorSig]:
@@ -42,7 +43,7 @@ register(
         # a gather reads only the selected rows: ids + rows read + output written
         bytes_moved=lambda ins, outs, p: float(ins[1].nbytes + 2 * outs[0].nbytes),
         partition=_embedding_partition,
-        role="fwd",
+        role=Role.FWD,
         doc="(table [V, M], ids int [...]) -> table[ids] [..., M]",
     )
 )
@@ -75,7 +76,7 @@ register(
         infer=_embedding_dw_infer,
         flops=lambda ins, outs, p: float(ins[0].numel),
         partition=_embedding_dw_partition,
-        role="dw",
+        role=Role.DW,
         doc="(dy [..., M], ids [...]; num_embeddings V) -> d table [V, M] (scatter-add)",
     )
 )

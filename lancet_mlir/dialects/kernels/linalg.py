@@ -23,17 +23,18 @@ from lancet_mlir.dialects.kernels.rules import (
     einsum_partition,
     same_dtype,
 )
+from lancet_mlir.dialects.vocab import Role
 
-MATMUL_KINDS = ("fwd", "dx", "dw")
+MATMUL_KINDS = (Role.FWD, Role.DX, Role.DW)
 """Forward product, gradient of the first operand, gradient of the second (weight) operand."""
 
-_NAMES = {"fwd": ("lhs", "rhs"), "dx": ("dy", "rhs"), "dw": ("lhs", "dy")}
-_INPUTS = {"fwd": ("a", "b"), "dx": ("dy", "b"), "dw": ("a", "dy")}
+_NAMES = {Role.FWD: ("lhs", "rhs"), Role.DX: ("dy", "rhs"), Role.DW: ("lhs", "dy")}
+_INPUTS = {Role.FWD: ("a", "b"), Role.DX: ("dy", "b"), Role.DW: ("a", "dy")}
 """The operand names of each kind (its op class's accessors), as the docs name them."""
 _DOCS = {
-    "fwd": "(a, b) -> a·b, with a/b transposed when transpose_a/transpose_b",
-    "dx": "(dy, b) -> d a = dy·op(b)ᵀ, laid out like the forward a (params = forward's)",
-    "dw": "(a, dy) -> d b = op(a)ᵀ·dy, laid out like the forward b (params = forward's)",
+    Role.FWD: "(a, b) -> a·b, with a/b transposed when transpose_a/transpose_b",
+    Role.DX: "(dy, b) -> d a = dy·op(b)ᵀ, laid out like the forward a (params = forward's)",
+    Role.DW: "(a, dy) -> d b = op(a)ᵀ·dy, laid out like the forward b (params = forward's)",
 }
 
 
@@ -46,17 +47,20 @@ def matmul_spec(kind: str, batch: bool, ta: bool, tb: bool) -> str:
     a = "km" if ta else "mk"
     b = "nk" if tb else "kn"
     y = "mn"
-    ins, out = {"fwd": ((a, b), y), "dx": ((y, b), a), "dw": ((a, y), b)}[kind]
+    layouts: dict[str, tuple[tuple[str, str], str]] = {
+        Role.FWD: ((a, b), y), Role.DX: ((y, b), a), Role.DW: ((a, y), b)
+    }
+    ins, out = layouts[kind]
     p = "b" if batch else ""
     return ",".join(p + s for s in ins) + "->" + p + out
 
 
 def matmul_kernel_name(kind: str, batch: bool) -> str:
     """`matmul`, `batch_matmul_dx`, ... for a kind of MATMUL_KINDS."""
-    return ("batch_matmul" if batch else "matmul") + ("" if kind == "fwd" else f"_{kind}")
+    return ("batch_matmul" if batch else "matmul") + ("" if kind == Role.FWD else f"_{kind}")
 
 
-def _make_matmul(kind: str, batch: bool) -> Kernel:
+def _make_matmul(kind: Role, batch: bool) -> Kernel:
     """The spec of one matmul-family kernel."""
 
     def spec(params: Params) -> str:

@@ -12,6 +12,7 @@ from lancet_mlir.dialects.kernels.base import (
     register,
 )
 from lancet_mlir.dialects.kernels.rules import expect_float, expect_int, expect_rank
+from lancet_mlir.dialects.vocab import Role
 
 
 def _ce_check(ins: Sigs) -> None:
@@ -49,7 +50,7 @@ register(
         params={},
         infer=_ce_infer,
         flops=lambda ins, outs, p: 4.0 * ins[0].numel,
-        role="fwd",
+        role=Role.FWD,
         doc="(logits [S, V], labels int [S]) -> mean token loss, rank 0 (f32, f64 for f64)",
     )
 )
@@ -62,7 +63,7 @@ register(
         params={},
         infer=_ce_dx_infer,
         flops=lambda ins, outs, p: 5.0 * ins[0].numel,
-        role="dx",
+        role=Role.DX,
         doc="(logits [S, V], labels [S]) -> (softmax(logits) - onehot(labels)) / S",
     )
 )

@@ -28,6 +28,7 @@ from lancet_mlir.dialects.kernels.rules import (
     expect_int,
     expect_rank,
 )
+from lancet_mlir.dialects.vocab import Role
 
 _GATE_PARAMS = {
     "gate": ParamSpec(str, "switch", choices=("switch", "top2")),
@@ -57,7 +58,7 @@ register(
         infer=_moe_gate_infer,
         # softmax (5/elt) + top-k scans and cumsums (~4/elt per choice); outputs are written
         flops=lambda ins, outs, p: 13.0 * ins[0].numel,
-        role="fwd",
+        role=Role.FWD,
         doc=(
             "(logits [S, E]; gate switch|top2, capacity C) -> (combine [S, E, C], "
             "dispatch mask [S, E, C]); GShard positions, tokens over capacity dropped, "
@@ -83,7 +84,7 @@ register(
         params=_GATE_PARAMS,
         infer=_moe_gate_dx_infer,
         flops=lambda ins, outs, p: 13.0 * ins[1].numel,
-        role="dx",
+        role=Role.DX,
         doc="(dcombine [S, E, C], logits [S, E]; gate, capacity) -> dlogits [S, E]",
     )
 )
@@ -116,7 +117,7 @@ register(
         params=_GATE_PARAMS,
         infer=_moe_gate_window_infer,
         flops=lambda ins, outs, p: 13.0 * ins[0].numel,
-        role="fwd",
+        role=Role.FWD,
         doc=(
             "(logits [S, E], offsets [E] int; gate switch, capacity C) -> (combine [S, E, C], "
             "dispatch [S, E, C], counts [E] i64, next_offsets [E] i64): the switch gate of one "
@@ -145,7 +146,7 @@ register(
         params=_GATE_PARAMS,
         infer=_moe_gate_window_dx_infer,
         flops=lambda ins, outs, p: 13.0 * ins[1].numel,
-        role="dx",
+        role=Role.DX,
         doc=(
             "(dcombine [S, E, C], logits [S, E], offsets [E] int; gate switch, capacity) -> "
             "dlogits [S, E]: the gradient of moe_gate_window's combine w.r.t. the logits"
@@ -164,7 +165,7 @@ MOE_CONTRACTIONS: dict[str, str] = {
 m hidden): the runtime evaluates exactly these."""
 
 
-def _make_moe(name: str, names: tuple[str, str], role: str, doc: str) -> Kernel:
+def _make_moe(name: str, names: tuple[str, str], role: Role, doc: str) -> Kernel:
     """A dispatch/combine kernel: a two-operand contraction over the routing tensor."""
     spec = MOE_CONTRACTIONS[name]
 
@@ -189,15 +190,15 @@ def _make_moe(name: str, names: tuple[str, str], role: str, doc: str) -> Kernel:
 
 
 for _args in (
-    ("moe_dispatch", ("x", "dispatch"), "fwd",
+    ("moe_dispatch", ("x", "dispatch"), Role.FWD,
      "(x [S, M], dispatch [S, E, C]) -> expert input [E, C, M]"),
-    ("moe_combine", ("expert_out", "combine"), "fwd",
+    ("moe_combine", ("expert_out", "combine"), Role.FWD,
      "(expert_out [E, C, M], combine [S, E, C]) -> y [S, M]"),
-    ("moe_dispatch_dx", ("d_expert_in", "dispatch"), "dx",
+    ("moe_dispatch_dx", ("d_expert_in", "dispatch"), Role.DX,
      "(d expert input [E, C, M], dispatch [S, E, C]) -> dx [S, M]"),
-    ("moe_combine_dx", ("dy", "combine"), "dx",
+    ("moe_combine_dx", ("dy", "combine"), Role.DX,
      "(dy [S, M], combine [S, E, C]) -> d expert_out [E, C, M]"),
-    ("moe_combine_dw", ("dy", "expert_out"), "dx",
+    ("moe_combine_dw", ("dy", "expert_out"), Role.DX,
      "(dy [S, M], expert_out [E, C, M]) -> d combine [S, E, C] (feeds moe_gate_dx)"),
 ):  # fmt: skip
     register(_make_moe(*_args))

@@ -24,6 +24,7 @@ from lancet_mlir.dialects.kernels.rules import (
     same_dtype,
     same_shape,
 )
+from lancet_mlir.dialects.vocab import Role
 
 
 def _check_norm_params(x: TensorSig, gammas: Sigs, names: Sequence[str]) -> None:
@@ -50,7 +51,7 @@ register(
         infer=_layer_norm_infer,
         flops=per_element(8),  # mean, centre, square, var, rsqrt-mul, scale, shift
         partition=lambda ins, outs, p: rows_partition(ins[0].rank - 1, 3, (1, 2), None),
-        role="fwd",
+        role=Role.FWD,
         doc="(x [..., M], gamma [M], beta [M]) -> normalise x over its last axis",
     )
 )
@@ -73,7 +74,7 @@ register(
         infer=_layer_norm_dx_infer,
         flops=per_element(12),
         partition=lambda ins, outs, p: rows_partition(ins[0].rank - 1, 3, (2,), None),
-        role="dx",
+        role=Role.DX,
         doc="(dy, x, gamma) -> dx of layer_norm (recomputes the statistics from x)",
     )
 )
@@ -98,7 +99,7 @@ register(
         infer=_layer_norm_dw_infer,
         flops=lambda ins, outs, p: 8.0 * ins[0].numel,
         partition=lambda ins, outs, p: rows_partition(ins[0].rank - 1, 2, (), (PARTIAL, PARTIAL)),
-        role="dw",
+        role=Role.DW,
         doc="(dy, x) -> (dgamma [M], dbeta [M]) of layer_norm",
     )
 )
@@ -132,7 +133,7 @@ register(
         infer=_softmax_infer,
         flops=per_element(5),  # max, sub, exp, sum, div
         partition=lambda ins, outs, p: elementwise_partition(ins, outs, _softmax_axes(ins[0], p)),
-        role="fwd",
+        role=Role.FWD,
         doc="(x) -> softmax over `axis`; causal masks keys j > query i on the last two axes",
     )
 )
@@ -158,7 +159,7 @@ register(
         partition=lambda ins, outs, p: elementwise_partition(
             ins, outs, [norm_axis(p["axis"], ins[1].rank)]
         ),
-        role="dx",
+        role=Role.DX,
         doc="(dy, y=softmax(x)) -> dx = y * (dy - sum(dy * y, axis))",
     )
 )

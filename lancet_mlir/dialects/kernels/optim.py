@@ -20,6 +20,7 @@ from lancet_mlir.dialects.kernels.rules import (
     same_dtype,
     same_shape,
 )
+from lancet_mlir.dialects.vocab import Role
 
 
 def _same_as_first_infer(names: Sequence[str], n_out: int) -> InferFn:
@@ -49,7 +50,7 @@ register(
         infer=_same_as_first_infer(("param", "grad"), 1),
         flops=per_element(2),
         partition=elementwise_rule,
-        role="update",
+        role=Role.UPDATE,
         doc="(param, grad; lr) -> param - lr * grad",
     )
 )
@@ -63,7 +64,7 @@ register(
         infer=_adam_infer,
         flops=per_element(12),
         partition=elementwise_rule,
-        role="update",
+        role=Role.UPDATE,
         doc="(param, grad, m, v; lr, beta1, beta2, eps, step) -> (param', m', v'), "
         "bias-corrected Adam",
     )

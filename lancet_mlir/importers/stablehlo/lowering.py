@@ -26,6 +26,7 @@ from xdsl.rewriter import InsertPoint
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.hlo_costs import hlo_attr, hlo_int, hlo_kind, leaf_types
+from lancet_mlir.dialects.collectives import kind_aliases
 from lancet_mlir.dialects.comm import (
     AllGatherOp,
     AllReduceOp,
@@ -36,6 +37,7 @@ from lancet_mlir.dialects.comm import (
     ReductionAttr,
     ReductionKind,
 )
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.support.errors import UserError
 
@@ -168,17 +170,17 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
     for v in operands:
         if not isinstance(v.type, TensorType):
             raise UserError(f"{where}: operand of type {v.type} is not a tensor")
-    kind = hlo_kind(op)
+    kind = kind_aliases().get(hlo_kind(op) or "")  # all_reduce -> allreduce, ...
     groups = replica_groups(op)
     props: dict[str, Attribute | None] = {"groups": groups}
-    if kind in ("all_reduce", "reduce_scatter"):
+    if kind in (CollectiveKind.ALLREDUCE, CollectiveKind.REDUCE_SCATTER):
         props["reduction"] = _reduction(op)
-    if kind == "all_reduce":
+    if kind == CollectiveKind.ALLREDUCE:
         comm: CollectiveOp = AllReduceOp(operands, result_types, props)
-    elif kind == "all_gather":
+    elif kind == CollectiveKind.ALLGATHER:
         props["axis"] = IntegerAttr(_required_int(op, "all_gather_dim"), i64)
         comm = AllGatherOp(operands, result_types, props)
-    elif kind == "reduce_scatter":
+    elif kind == CollectiveKind.REDUCE_SCATTER:
         props["axis"] = IntegerAttr(_required_int(op, "scatter_dimension"), i64)
         comm = ReduceScatterOp(operands, result_types, props)
     elif hlo_attr(op, "split_dimension") is None:

@@ -38,6 +38,7 @@ from lancet_mlir.dialects.comm import (
     ReduceScatterOp,
 )
 from lancet_mlir.dialects.trace import KernelOp, PayloadOp, TokenType
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.importers.traces.nccl import COMM_DIALECT_KINDS
 from lancet_mlir.importers.traces.step import StepTrace
 
@@ -55,15 +56,15 @@ def _comm_op(kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SS
     props: dict[str, Attribute | None] = {}
     if group and len(group) != world:
         props["groups"] = GroupsAttr([list(group)])
-    if kind == "allreduce":
+    if kind == CollectiveKind.ALLREDUCE:
         ty = TensorType(I8, [max(nbytes, 1)])
         payload = PayloadOp.create(operands=[dep], result_types=[ty])
         return payload, AllReduceOp([payload.results[0]], [ty], props)
-    if kind == "all_to_all":
+    if kind == CollectiveKind.ALL_TO_ALL:
         ty = TensorType(I8, [g, per])
         payload = PayloadOp.create(operands=[dep], result_types=[ty])
         return payload, AllToAllOp([payload.results[0]], [ty], props)
-    if kind == "allgather":
+    if kind == CollectiveKind.ALLGATHER:
         ty_in, ty_out = TensorType(I8, [1, per]), TensorType(I8, [g, per])
         payload = PayloadOp.create(operands=[dep], result_types=[ty_in])
         return payload, AllGatherOp([payload.results[0]], [ty_out], props)
