@@ -7,7 +7,7 @@
 * MEMORY_EFFICIENCY = 0.8: streaming (elementwise, normalization) kernels typically reach
   80-90 % of HBM bandwidth; 0.8 is the conservative end.
 
-Matmuls (`MATMUL_OPS`) on devices with a calibration table (`lancet_mlir/data/matmul_*.csv`,
+Matmuls (`MATMUL_CLASSES`, `MATMUL_OPS`) on devices with a calibration table (`lancet_mlir/data/matmul_*.csv`,
 derived from XLA's matmul perf table, see lancet_mlir/data/README.md) use the measured time
 curve instead of the compute term: the median measured time per FLOP count, made monotone and
 interpolated piecewise-linearly in FLOPs (linear extrapolation outside, as comm tables). BF16 and
@@ -22,7 +22,7 @@ Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, 
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
 * an estimate of exactly 0 (0 FLOPs and 0 bytes: e.g. ops the StableHLO importer marks free,
   constants, bitcasts, reshapes -- nothing runs);
-* view ops (`VIEW_OPS`): `comp.reshape` and `comp.split` copy in numpy (and keep their copy's
+* view ops (`VIEW_CLASSES`, `VIEW_OPS`): `comp.reshape` and `comp.split` copy in numpy (and keep their copy's
   memory-term estimate, a conservative upper bound), but on a GPU a reshape of a contiguous
   tensor is a view (PyTorch `view`, XLA bitcast) and a split returns views (PyTorch
   `split`/`chunk`) or slices XLA fuses into their consumers: no kernel, no launch cost.
@@ -53,6 +53,16 @@ from lancet_mlir.cost.comm_model import PiecewiseLinear
 from lancet_mlir.cost.devices import Device
 from lancet_mlir.cost.fileio import data_path, read_text
 from lancet_mlir.dialects.comm import tensor_bytes
+from lancet_mlir.dialects.comp import (
+    BatchMatmulDwOp,
+    BatchMatmulDxOp,
+    BatchMatmulOp,
+    MatmulDwOp,
+    MatmulDxOp,
+    MatmulOp,
+    ReshapeOp,
+    SplitOp,
+)
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.support.errors import UserError
 
@@ -62,26 +72,31 @@ MEMORY_EFFICIENCY = 0.8
 FLOPS_ATTR = attrs.FLOPS
 BYTES_ATTR = attrs.BYTES
 
+MATMUL_CLASSES: tuple[type[Operation], ...] = (
+    MatmulOp,
+    MatmulDxOp,
+    MatmulDwOp,
+    BatchMatmulOp,
+    BatchMatmulDxOp,
+    BatchMatmulDwOp,
+)
+"""The comp ops costed with the matmul calibration curve where a device has one."""
+
 MATMUL_OPS: frozenset[str] = frozenset(
     {
-        "comp.matmul",
-        "comp.matmul_dx",
-        "comp.matmul_dw",
-        "comp.batch_matmul",
-        "comp.batch_matmul_dx",
-        "comp.batch_matmul_dw",
         "stablehlo.dot",
         "stablehlo.dot_general",
         "linalg.matmul",
         "linalg.batch_matmul",
     }
 )
-"""Ops costed with the matmul calibration curve where a device has one."""
+"""Other dialects' ops (by name: they may be unregistered) costed as matmuls."""
+
+VIEW_CLASSES: tuple[type[Operation], ...] = (ReshapeOp, SplitOp)
+"""The comp ops that are views on a GPU (no kernel launch): exempt from the launch floor."""
 
 VIEW_OPS: frozenset[str] = frozenset(
     {
-        "comp.reshape",
-        "comp.split",
         "stablehlo.reshape",
         "stablehlo.bitcast_convert",
         "tensor.reshape",
@@ -89,7 +104,7 @@ VIEW_OPS: frozenset[str] = frozenset(
         "tensor.expand_shape",
     }
 )
-"""Ops that are views on a GPU (no kernel launch): exempt from the launch floor (module doc)."""
+"""Other dialects' ops (by name) that are views on a GPU: exempt from the launch floor."""
 
 MATMUL_TABLE_HEADER = ("dtype", "flops", "time_us")
 _XLA_MATMUL_DTYPES = {"bf16xbf16->bf16": "bf16", "f32xf32->f32": "tf32"}
@@ -263,16 +278,17 @@ def op_roofline_us(op: Operation, device: Device, fill: float = 1.0) -> float | 
     flops, nbytes = counted
     dtype = op_dtype(op)
     name = op_display_name(op)
-    if name in MATMUL_OPS:
+    if isinstance(op, MATMUL_CLASSES) or name in MATMUL_OPS:
         estimate = matmul_time_us(flops, nbytes, dtype, device)
     else:
         estimate = roofline_time_us(flops, nbytes, dtype, device)
-    return launch_floor_us(name, estimate * fill, device)
+    view = isinstance(op, VIEW_CLASSES) or name in VIEW_OPS
+    return launch_floor_us(estimate * fill, device, view)
 
 
-def launch_floor_us(name: str, estimate_us: float, device: Device) -> float:
+def launch_floor_us(estimate_us: float, device: Device, view: bool = False) -> float:
     """`estimate_us` raised to the device's `min_kernel_us`, except for a 0 estimate (nothing
     runs) and for view ops (module doc)."""
-    if estimate_us <= 0 or name in VIEW_OPS:
+    if estimate_us <= 0 or view:
         return estimate_us
     return max(estimate_us, device.min_kernel_us)

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from xdsl.dialects.builtin import UnregisteredOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
@@ -31,9 +32,7 @@ def collective_kind(op: Operation) -> str | None:
 
 def op_display_name(op: Operation) -> str:
     """The op's name as written in the input, also for unregistered ops."""
-    if op.name == "builtin.unregistered":
-        return op.op_name.data  # type: ignore[attr-defined]
-    return op.name
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
 @dataclass
