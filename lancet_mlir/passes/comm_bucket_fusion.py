@@ -42,7 +42,11 @@ class CommBucketFusionPass(CheckedOptions, ModulePass):
     name = "comm-bucket-fusion"
 
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    """A bucket closes once it holds this many payload bytes (25 MiB, PyTorch DDP's
+    `bucket_cap_mb`); 0 disables the pass; negative is an error."""
     kinds: tuple[str, ...] = ("allreduce",)
+    """The collective kinds to bucket, among the registry's fusable ones (`allreduce`,
+    `allgather`, `reduce_scatter`); all-to-alls are never bucketed."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_int(self.name, "bucket-bytes", self.bucket_bytes, 0)

@@ -50,14 +50,24 @@ class CostOptions:
     name: ClassVar[str]
 
     device: str | None = None
+    """GPU of every rank (`h100`, `v100`, ...; aliases); None: the module's `lancet.device`."""
     cluster: str | None = None
+    """Cluster preset (`p3dn`, `p4de`, ...); None: the module's `lancet.cluster`."""
     profile: tuple[str, ...] | None = None
+    """Measured op timings (JSON files); None: the module's `lancet.profile`."""
     comm_table: tuple[str, ...] | None = None
+    """Measured collective tables (CSV, nccl-tests logs, XLA tables); None: the module's
+    `lancet.comm_table`, else the device's table."""
     gpus_per_node: int | None = None
+    """GPUs per NVLink domain (>= 1), overriding the cluster's / device's."""
     network_gbps: float | int | None = None
+    """Inter-node network Gb/s per GPU (> 0), overriding the cluster's / device's."""
     comm_streams: int | None = None
+    """Communication streams of the simulator (1 to 64; default 1)."""
     overlap_slowdown: float | int | None = None
+    """Compute runs this many times slower while a collective runs (>= 1.0; default 1.0)."""
     launch_overhead_us: float | int | None = None
+    """Host time per op launch in µs (>= 0): an op starts no earlier than launched (default 0)."""
 
     # ---- what the options alone say -----------------------------------------------------------
     def option_settings(self) -> CostSettings:

@@ -54,6 +54,7 @@ class DdpBucketSchedulePass(CheckedOptions, ModulePass):
     name = "ddp-bucket-schedule"
 
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    """Bucket capacity in payload bytes (>= 1; 25 MiB, DDP's `bucket_cap_mb`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_int(self.name, "bucket-bytes", self.bucket_bytes, 1)

@@ -35,6 +35,7 @@ class ImportStablehloPass(CheckedOptions, ModulePass):
 
     name = "import-stablehlo"
     world_size: int | None = None
+    """Sets the module's `lancet.world_size` (>= 1), overriding what the module says."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.world_size is not None:

@@ -183,9 +183,15 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     name = "lancet-schedule"
 
     heuristic: str = "dw"
+    """Initial schedule: `fifo` (FIFO list schedule alone) or `dw` (followed by dW placement)."""
     partition: str = "auto"
+    """Partition stage: `auto` (the fastest of none, the DP plan and 2/4/8 expert parts),
+    `dp` or `range` (`moe-partition{algo=...}` first), or `none`."""
     fusion: bool = True
+    """Fuse non-critical all-reduces at the end."""
     max_seconds: float | int = 10.0
+    """Local-search budget in seconds (>= 0; shared by the candidates of `partition=auto`); 0
+    turns the search off."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self._check_options()

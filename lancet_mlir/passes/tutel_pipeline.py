@@ -49,6 +49,8 @@ class TutelPipelinePass(CheckedOptions, ModulePass):
     name = "tutel-pipeline"
 
     degree: int = 2
+    """Chunks per expert block (>= 1; 1 leaves the module unchanged); must divide every
+    block's capacity."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_int(self.name, "degree", self.degree, 1)
