@@ -69,8 +69,6 @@ from lancet_mlir.support.errors import UserError
 COMPUTE_EFFICIENCY = 0.75
 MEMORY_EFFICIENCY = 0.8
 
-FLOPS_ATTR = attrs.FLOPS
-BYTES_ATTR = attrs.BYTES
 
 MATMUL_CLASSES: tuple[type[Operation], ...] = (
     MatmulOp,
@@ -255,8 +253,8 @@ def _kernel_flops_bytes() -> Callable[[Operation], tuple[float, float] | None] |
 def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
     """FLOPs and bytes of `op` from `lancet.flops`/`lancet.bytes`, else the kernel registry;
     None when nothing knows the op."""
-    flops = numeric_attr(op, FLOPS_ATTR)
-    nbytes = numeric_attr(op, BYTES_ATTR)
+    flops = numeric_attr(op, attrs.FLOPS)
+    nbytes = numeric_attr(op, attrs.BYTES)
     if flops is not None or nbytes is not None:
         return (flops or 0.0, float(_io_bytes(op)) if nbytes is None else nbytes)
     counter = _kernel_flops_bytes()

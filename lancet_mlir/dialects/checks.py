@@ -15,7 +15,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
 
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR
+from lancet_mlir import attrs
 from lancet_mlir.support.errors import OpVerifyError
 
 I64_MAX = 2**63 - 1
@@ -24,7 +24,7 @@ I64_MAX = 2**63 - 1
 def check_module(module: ModuleOp) -> None:
     """Raise OpVerifyError (a VerifyException) naming the first op that breaks one of the rules above."""
     for op in module.walk():
-        world = op.attributes.get(WORLD_SIZE_ATTR)
+        world = op.attributes.get(attrs.WORLD_SIZE)
         if world is not None:
             _check_world_size(op, world)
         for result in op.results:
@@ -42,7 +42,7 @@ def check_module(module: ModuleOp) -> None:
 def _check_world_size(op: Operation, attr: Attribute) -> None:
     if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
         where = "" if isinstance(op, ModuleOp) else f" (on '{op.name}')"
-        raise OpVerifyError(f"{WORLD_SIZE_ATTR}: expected an integer >= 1, got {attr}{where}", op)
+        raise OpVerifyError(f"{attrs.WORLD_SIZE}: expected an integer >= 1, got {attr}{where}", op)
 
 
 def _check_type(op: Operation, ty: Attribute) -> None:

@@ -84,14 +84,13 @@ def tensor_bytes(ty: Attribute) -> int:
     return prod(shape) * element_bytes(ty.element_type)
 
 
-WORLD_SIZE_ATTR = attrs.WORLD_SIZE
 
 
 def module_world_size(op: Operation) -> int | None:
     """The `lancet.world_size` of the nearest enclosing op that declares it (O(depth))."""
     current: Operation | None = op
     while current is not None:
-        attr = current.attributes.get(WORLD_SIZE_ATTR)
+        attr = current.attributes.get(attrs.WORLD_SIZE)
         if isinstance(attr, IntegerAttr):
             return attr.value.data
         current = current.parent_op()
@@ -280,14 +279,14 @@ class CollectiveOp(IRDLOperation):
         world = module_world_size(self)
         if world is not None and world < 1:
             raise VerifyException(
-                f"{self.name}: the enclosing {WORLD_SIZE_ATTR} is {world}, must be >= 1"
+                f"{self.name}: the enclosing {attrs.WORLD_SIZE} is {world}, must be >= 1"
             )
         if self.groups is not None and world is not None:
             top = max(r for g in self.groups.rank_lists for r in g)
             if top >= world:
                 raise VerifyException(
                     f"{self.name}: group rank {top} is outside the world of {world} ranks "
-                    f"({WORLD_SIZE_ATTR})"
+                    f"({attrs.WORLD_SIZE})"
                 )
         return self.group_size()
 

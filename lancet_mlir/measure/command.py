@@ -23,8 +23,9 @@ from typing import Any
 
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 
+from lancet_mlir import attrs
 from lancet_mlir.cost.profile_db import ProfileDB
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, module_world_size
+from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.measure.measure import (
     Backend,
     MeasureOptions,
@@ -93,7 +94,7 @@ def load_for_measure(path: str, world_size: int | None = None, allow_unregistere
         if world_size is not None:
             # verify against the world size the profile will claim: a module built for 8
             # ranks whose collective shapes need 8 does not verify with --world-size 3
-            module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(world_size, 64)
+            module.attributes[attrs.WORLD_SIZE] = IntegerAttr(world_size, 64)
         module.verify()
         check_module(module)
         fault_point("verify")

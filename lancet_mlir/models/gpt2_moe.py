@@ -63,7 +63,6 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import (
-    WORLD_SIZE_ATTR,
     AllReduceOp,
     AllToAllOp,
     ReductionAttr,
@@ -76,8 +75,6 @@ from lancet_mlir.support.errors import UserError
 GATES = ("switch", "top2")
 DTYPES = ("f32", "f16", "bf16", "f64")
 OPTIMIZERS = ("adam", "sgd")
-ROLE_ATTR = attrs.ROLE
-NAME_ATTR = attrs.NAME
 INIT_SCALE = 0.02
 FUNC_NAME = "train_step"
 
@@ -290,7 +287,7 @@ class _Builder:
         role: str | None = None,
     ) -> Operation:
         """Append `comp.<kernel>` with role `role` (default: the builder's current role)."""
-        op = build_op(kernel, inputs, params, {ROLE_ATTR: role or self.role})
+        op = build_op(kernel, inputs, params, {attrs.ROLE: role or self.role})
         self.block.add_op(op)
         if name is not None:  # names single results; multi-result ops are named by the caller
             assert len(op.results) == 1, kernel
@@ -314,7 +311,7 @@ class _Builder:
             [TensorType(ty.element_type, shape)],
             {"split_axis": IntegerAttr(split, i64), "concat_axis": IntegerAttr(concat, i64)},
         )
-        op.attributes[ROLE_ATTR] = StringAttr(self.role)
+        op.attributes[attrs.ROLE] = StringAttr(self.role)
         self.block.add_op(op)
         op.results[0].name_hint = name
         return op.results[0]
@@ -322,7 +319,7 @@ class _Builder:
     def allreduce_avg(self, g: SSAValue, name: str) -> SSAValue:
         """Append the data-parallel average of gradient `g` (role dw)."""
         op = AllReduceOp([g], [g.type], {"reduction": ReductionAttr(ReductionKind.AVG)})
-        op.attributes[ROLE_ATTR] = StringAttr(Role.DW)
+        op.attributes[attrs.ROLE] = StringAttr(Role.DW)
         self.block.add_op(op)
         op.results[0].name_hint = name
         return op.results[0]
@@ -545,7 +542,7 @@ def _param_attrs(name: str, spec: ModelParam, scale: float, is_state: bool) -> D
     every rank draw the same values. Layer-norm gains start at exactly 1 (`lancet.init_offset`),
     biases and optimizer states at 0, other weights at N(0, 0.02).
     """
-    entries: dict[str, Attribute] = {NAME_ATTR: StringAttr(name)}
+    entries: dict[str, Attribute] = {attrs.NAME: StringAttr(name)}
     is_gain = spec.name.endswith(("_g", "lnf_g")) and len(spec.shape) == 1
     is_bias = len(spec.shape) == 1 and not is_gain
     if is_state or is_bias:
@@ -571,7 +568,7 @@ def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
     ]
     arg_names = ["ids", "labels"]
     arg_attrs = [
-        _arg_attrs(**{attrs.MAX_INT: int_bound, NAME_ATTR: StringAttr(nm)}) for nm in arg_names
+        _arg_attrs(**{attrs.MAX_INT: int_bound, attrs.NAME: StringAttr(nm)}) for nm in arg_names
     ]
     for prefix, scale in (("", INIT_SCALE), *((s + "_", 0.0) for s in states)):
         for spec in specs:
@@ -594,7 +591,7 @@ def build_gpt2_moe(cfg: GPT2MoEConfig) -> ModuleOp:
         arg_attrs=ArrayAttr(arg_attrs),
     )
     module = ModuleOp([fn])
-    module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(cfg.world_size, i64)
+    module.attributes[attrs.WORLD_SIZE] = IntegerAttr(cfg.world_size, i64)
     return module
 
 

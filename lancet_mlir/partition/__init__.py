@@ -7,12 +7,11 @@ then apply the plan to the IR with `PartitionRewriter`.
 * `rewriter`: the chunk rewrite (per-chunk collectives and compute, partial sums).
 """
 
-from lancet_mlir.partition.base import PART_ATTR, PartitionError, ValueRef, value_of, value_ref
+from lancet_mlir.partition.base import PartitionError, ValueRef, value_of, value_ref
 from lancet_mlir.partition.expert_span import ExpertSpan, check_reassembly, plan_expert_spans
 from lancet_mlir.partition.rewriter import PartitionRewriter
 
 __all__ = [
-    "PART_ATTR",
     "ExpertSpan",
     "PartitionError",
     "PartitionRewriter",

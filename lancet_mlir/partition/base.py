@@ -5,13 +5,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, OpResult, SSAValue
 
-from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
-
-PART_ATTR = attrs.PART
-"""Annotation holding the part index k of a partitioned copy."""
-
-ROLE_ATTR = attrs.ROLE
 
 ValueRef = tuple[int, int]
 """An op result named by (graph node, result index): stable while the IR is rewritten."""

@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, Chunking
-from lancet_mlir.partition.base import PART_ATTR, ValueRef, part_sizes, shape_of, value_ref
+from lancet_mlir.partition.base import ValueRef, part_sizes, shape_of, value_ref
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.rewriter import carried_annotations, role_of
 from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, clone_kernel_op
@@ -195,8 +196,8 @@ class RegionBuilder:
         o = self.graph.ops[i]
         ins, outs = self.options[i]
         inputs = [self._operand(v, s, k, o) for v, s in zip(o.operands, ins, strict=True)]
-        attrs: dict[str, Attribute] = carried_annotations(o)
-        attrs[PART_ATTR] = IntegerAttr(k, i64)
+        carried: dict[str, Attribute] = carried_annotations(o)
+        carried[attrs.PART] = IntegerAttr(k, i64)
         shapes = [
             part_shape(shape_of(res) or (), slot, self.n, k) if isinstance(slot, tuple) else None
             for res, slot in zip(o.results, outs, strict=True)
@@ -208,9 +209,9 @@ class RegionBuilder:
                 assert isinstance(res.type, TensorType)
                 types.append(TensorType(res.type.element_type, shape))
             copy: Operation = AllToAllOp(inputs, types, dict(o.properties))
-            copy.attributes.update(attrs)
+            copy.attributes.update(carried)
         else:
-            copy = clone_kernel_op(o, inputs, attrs, shapes)
+            copy = clone_kernel_op(o, inputs, carried, shapes)
         self.out.add(copy, part_phase(k))
         for j, (res, old) in enumerate(zip(copy.results, o.results, strict=True)):
             self.chunks.setdefault((i, j), {})[k] = res

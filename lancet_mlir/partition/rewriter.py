@@ -10,8 +10,6 @@ from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import (
-    PART_ATTR,
-    ROLE_ATTR,
     ValueRef,
     shape_of,
     value_of,
@@ -21,18 +19,17 @@ from lancet_mlir.partition.expert_span import ExpertSpan
 from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op
 
 # timing annotations describe the whole op; a chunk must not inherit them
-_DROPPED_ATTRS = attrs.TIMING
 
 
 def carried_annotations(o: Operation) -> dict[str, Attribute]:
     """The `lancet.*`-style annotations of `o` that a partitioned copy keeps."""
-    return {k: v for k, v in o.attributes.items() if "." in k and k not in _DROPPED_ATTRS}
+    return {k: v for k, v in o.attributes.items() if "." in k and k not in attrs.TIMING}
 
 
 def role_of(o: Operation) -> dict[str, Attribute]:
     """`o`'s `lancet.role` annotation as an attribute dict (empty when it has none)."""
-    role = o.attributes.get(ROLE_ATTR)
-    return {} if role is None else {ROLE_ATTR: role}
+    role = o.attributes.get(attrs.ROLE)
+    return {} if role is None else {attrs.ROLE: role}
 
 
 def chunk_type(t: Attribute, axis: int, n: int) -> TensorType:
@@ -118,7 +115,7 @@ class PartitionRewriter:
         out_type = chunk_type(like.results[0].type, axis, self.n)
         op = AllToAllOp([value], [out_type], dict(like.properties))
         op.attributes.update(carried_annotations(like))
-        op.attributes[PART_ATTR] = IntegerAttr(k, i64)
+        op.attributes[attrs.PART] = IntegerAttr(k, i64)
         if like.results[0].name_hint:
             op.results[0].name_hint = f"{like.results[0].name_hint}_part{k}"
         return op
@@ -147,9 +144,9 @@ class PartitionRewriter:
             v if ax is None else self._chunk(v, k)
             for v, ax in zip(o.operands, in_axes, strict=True)
         ]
-        attrs: dict[str, Attribute] = carried_annotations(o)
-        attrs[PART_ATTR] = IntegerAttr(k, i64)
-        clone = clone_kernel_op(o, inputs, attrs)
+        carried: dict[str, Attribute] = carried_annotations(o)
+        carried[attrs.PART] = IntegerAttr(k, i64)
+        clone = clone_kernel_op(o, inputs, carried)
         for j, (res, old) in enumerate(zip(clone.results, o.results, strict=True)):
             self.chunks.setdefault((node, j), []).append(res)
             if old.name_hint:

@@ -61,7 +61,6 @@ from lancet_mlir.dialects.comp import (
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import Slot, op_options
 from lancet_mlir.partition.base import (
-    PART_ATTR,
     PartitionError,
     node_name,
     part_sizes,
@@ -83,9 +82,6 @@ from lancet_mlir.partition.rules import (
     clone_kernel_op,
     kernel_param,
 )
-
-FILL = attrs.FILL
-"""Annotation: the share of a padded window's rows that an op's part holds (costing)."""
 
 
 @dataclass
@@ -410,9 +406,9 @@ class TokenBuilder:
     # ---- helpers -------------------------------------------------------------------------
     def _attrs(self, like: Operation, k: int, fill: bool) -> dict[str, Attribute]:
         out = carried_annotations(like)
-        out[PART_ATTR] = IntegerAttr(k, i64)
+        out[attrs.PART] = IntegerAttr(k, i64)
         if fill:
-            out[FILL] = FloatAttr(self.fill[k], f64)
+            out[attrs.FILL] = FloatAttr(self.fill[k], f64)
         return out
 
     def _token_parts(

@@ -28,7 +28,6 @@ from lancet_mlir.graph.rewrite import (
 from lancet_mlir.passes.options import CheckedOptions, check_int
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
-ROLE_ATTR = attrs.ROLE
 
 __all__ = [
     "Bucket", "DdpBucketSchedulePass", "has_roles", "is_gradient_allreduce", "plan_ddp_buckets",
@@ -90,10 +89,10 @@ class DdpBucketSchedulePass(CheckedOptions, ModulePass):
 
 def _fuse(members: list[Operation]) -> Operation:
     """One variadic all-reduce for `members`, keeping their common role annotation."""
-    roles = {m.attributes.get(ROLE_ATTR) for m in members}
+    roles = {m.attributes.get(attrs.ROLE) for m in members}
     fused = fuse_collectives(members)
     role = roles.pop() if len(roles) == 1 else None
     if role is not None:
-        fused.attributes[ROLE_ATTR] = role
+        fused.attributes[attrs.ROLE] = role
     return fused
 

@@ -20,14 +20,12 @@ from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
-ROLE_ATTR = attrs.ROLE
-
 
 def block_problem(graph: DataflowGraph, durations: Sequence[float]) -> Problem:
     """The scheduling problem of one block: edges, kinds, durations, `lancet.role`s."""
     roles: list[str | None] = []
     for op in graph.ops:
-        role = op.attributes.get(ROLE_ATTR)
+        role = op.attributes.get(attrs.ROLE)
         roles.append(role.data if isinstance(role, StringAttr) else None)
     kinds = [collective_kind(op) for op in graph.ops]
     return Problem(graph.preds, graph.succs, kinds, [float(d) for d in durations], roles)

@@ -18,11 +18,6 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.sim.blocks import (
-    END_ATTR,
-    EXPOSED_ATTR,
-    MAKESPAN_ATTR,
-    START_ATTR,
-    STREAM_ATTR,
     BlockResult,
     GraphCostModel,
     SimBlock,
@@ -40,7 +35,7 @@ from lancet_mlir.sim.outputs import (
 from lancet_mlir.support.errors import ParameterError, UserError
 
 __all__ = [
-    "END_ATTR", "EXPOSED_ATTR", "MAKESPAN_ATTR", "START_ATTR", "STREAM_ATTR", "BlockResult",
+    "BlockResult",
     "GraphCostModel", "SimBlock", "SimulatePass", "annotate_module", "simulate_graph",
     "simulate_module", "simulated_blocks",
 ]

@@ -31,7 +31,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir import attrs
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp, module_world_size
+from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.runtime import collectives
 from lancet_mlir.runtime.collectives import op_label
@@ -46,7 +46,6 @@ from lancet_mlir.support.errors import OptionError, UserError, one_line
 Progress = Callable[[int, int, str], None]
 """A progress callback: (ops done, ops in total, the op just run)."""
 
-TIME_ATTR = attrs.TIME_US
 
 
 class Collectives(Protocol):
@@ -151,7 +150,7 @@ def check_world_size(module: ModuleOp, ranks: int, how: str | None = None) -> No
                                     f"{WORLD_SIZE_ATTR} = {declared}")
     if declared is not None and declared != ranks:
         raise UserError(
-            f"the module declares {WORLD_SIZE_ATTR} = {declared} but {how} gives {ranks} "
+            f"the module declares {attrs.WORLD_SIZE} = {declared} but {how} gives {ranks} "
             f"rank{'s' if ranks != 1 else ''}"
         )
 
@@ -180,10 +179,10 @@ def function_inputs(
             check_value(v, t, f"input #{i} of rank {rank}")
             for i, (v, t) in enumerate(zip(values, arg_types, strict=True))
         ]
-    attrs: list[DictionaryAttr | None] = (
+    arg_attrs: list[DictionaryAttr | None] = (
         list(func.arg_attrs.data) if func.arg_attrs is not None else [None] * len(arg_types)
     )
-    return make_inputs(arg_types, attrs, seed=seed, rank=rank, replica_cache=replica_cache)
+    return make_inputs(arg_types, arg_attrs, seed=seed, rank=rank, replica_cache=replica_cache)
 
 
 def all_rank_inputs(
@@ -289,11 +288,11 @@ class ReferenceExecutor:
             return lambda ins: [value.copy()]
         if op.regions:
             raise UserError(f"{op_label(op)}: ops with regions cannot be executed by the runtime")
-        if TIME_ATTR in op.attributes:
+        if attrs.TIME_US in op.attributes:
             return lambda ins: opaque_results(op, ins)
         raise UserError(
             f"{op_label(op)}: the runtime cannot execute this op (supported: comp.*, comm.*, "
-            f"arith.constant, func.return, and ops annotated with {TIME_ATTR})"
+            f"arith.constant, func.return, and ops annotated with {attrs.TIME_US})"
         )
 
     def _checked(self, op: Operation, n: int, value: Any, k: int) -> np.ndarray:

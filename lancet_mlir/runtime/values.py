@@ -24,16 +24,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
-from lancet_mlir import attrs
+from lancet_mlir.attrs import INIT_OFFSET, INIT_SCALE, MAX_INT, REPLICATED
 from lancet_mlir.dialects.dtypes import NUMPY_DTYPES, element_name
 from lancet_mlir.support.errors import UserError
 
-INIT_SCALE_ATTR = attrs.INIT_SCALE
-INIT_OFFSET_ATTR = attrs.INIT_OFFSET
-REPLICATED_ATTR = attrs.REPLICATED
 _REPLICA_STREAM = 2**32  # larger than any rank: replicated draws never collide with per-rank ones
-MAX_INT_ATTR = attrs.MAX_INT
-
 
 
 def numpy_dtype_of(element: Attribute) -> np.dtype:
@@ -77,17 +72,17 @@ def make_input(
 ) -> np.ndarray:
     """The deterministic value of argument `index` of rank `rank` (see the module doc)."""
     shape, dtype = shape_and_dtype(ty)
-    replicated = attrs is not None and REPLICATED_ATTR in attrs.data
+    replicated = attrs is not None and REPLICATED in attrs.data
     rng = np.random.default_rng([seed, _REPLICA_STREAM if replicated else rank, index])
     if dtype.kind == "f":
-        scale = _float_attr(attrs, INIT_SCALE_ATTR, 1.0)
-        offset = _float_attr(attrs, INIT_OFFSET_ATTR, 0.0)
+        scale = _float_attr(attrs, INIT_SCALE, 1.0)
+        offset = _float_attr(attrs, INIT_OFFSET, 0.0)
         return (rng.standard_normal(shape) * scale + offset).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(dtype)
-    bound = _int_attr(attrs, MAX_INT_ATTR, 2)
+    bound = _int_attr(attrs, MAX_INT, 2)
     if bound < 1:
-        raise UserError(f"argument #{index}: {MAX_INT_ATTR} must be >= 1, got {bound}")
+        raise UserError(f"argument #{index}: {MAX_INT} must be >= 1, got {bound}")
     return rng.integers(0, bound, size=shape, dtype=np.int64).astype(dtype)
 
 
@@ -107,7 +102,7 @@ def make_inputs(
     """
     values = []
     for i, (ty, arg_attr) in enumerate(zip(arg_types, arg_attrs, strict=True)):
-        replicated = arg_attr is not None and REPLICATED_ATTR in arg_attr.data
+        replicated = arg_attr is not None and REPLICATED in arg_attr.data
         if replica_cache is None or not replicated:
             values.append(make_input(ty, arg_attr, seed=seed, rank=rank, index=i))
             continue

@@ -22,12 +22,6 @@ from lancet_mlir.sim.metrics import NestedWork, TimelineSummary, summarize, with
 from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
 
-START_ATTR = attrs.START_US
-END_ATTR = attrs.END_US
-STREAM_ATTR = attrs.STREAM
-MAKESPAN_ATTR = attrs.MAKESPAN_US
-EXPOSED_ATTR = attrs.EXPOSED_COMM_US
-
 _F64 = Float64Type()
 
 
@@ -274,14 +268,14 @@ def annotate_module(module: ModuleOp, results: Sequence[BlockResult]) -> None:
         block = r.graph.block
         tl = r.timeline
         for i, op in enumerate(r.graph.ops):
-            op.attributes[START_ATTR] = FloatAttr(tl.start[i], _F64)
-            op.attributes[END_ATTR] = FloatAttr(tl.end[i], _F64)
-            op.attributes[STREAM_ATTR] = IntegerAttr(tl.stream[i], i64)
+            op.attributes[attrs.START_US] = FloatAttr(tl.start[i], _F64)
+            op.attributes[attrs.END_US] = FloatAttr(tl.end[i], _F64)
+            op.attributes[attrs.STREAM] = IntegerAttr(tl.stream[i], i64)
         func = block.parent_op() if block is not None else None
         if isinstance(func, FuncOp):  # a function's body (called or not)
             acc = per_function.setdefault(func, [0.0, 0.0])
             acc[0] += r.summary.makespan_us
             acc[1] += r.summary.exposed_comm_us
     for func, (makespan, exposed) in per_function.items():
-        func.attributes[MAKESPAN_ATTR] = FloatAttr(makespan, _F64)
-        func.attributes[EXPOSED_ATTR] = FloatAttr(exposed, _F64)
+        func.attributes[attrs.MAKESPAN_US] = FloatAttr(makespan, _F64)
+        func.attributes[attrs.EXPOSED_COMM_US] = FloatAttr(exposed, _F64)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.collectives import COLLECTIVES
 from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.core import Graph
@@ -43,7 +44,6 @@ _ROLE_CATEGORY: dict[str, str] = {
     Role.FWD: "forward", Role.DX: "backward", Role.DW: "dW", Role.UPDATE: "optimizer",
 }  # fmt: skip
 _KIND_CATEGORY: dict[str, str] = {c.kind: c.category for c in COLLECTIVES.values()}
-ROLE_ATTR = "lancet.role"
 LABEL_FRACTION = 0.04
 """An op wider than this fraction of the window may get a text label (if the text fits)."""
 _AXIS_PX = 1100.0  # drawing width of the time axis at the figure size and dpi used here
@@ -113,7 +113,7 @@ def op_categories(graph: Graph) -> list[str]:
         if comm:
             found.append(_KIND_CATEGORY.get(collective_kind(op) or "", "collective"))
             continue
-        role = op.attributes.get(ROLE_ATTR)
+        role = op.attributes.get(attrs.ROLE)
         text = getattr(role, "data", None)
         found.append(_ROLE_CATEGORY.get(text, "compute") if isinstance(text, str) else "compute")
     return found

@@ -11,14 +11,11 @@ from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriteWalker
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.importers.stablehlo import (
-    BYTES_ATTR,
-    FLOPS_ATTR,
-    GLUE_ATTR,
-    ORIGIN_ATTR,
     ConvertCollective,
     graph_block,
     hlo_kind,
@@ -133,9 +130,9 @@ def test_variadic_all_reduce_and_array_all_to_all_on_cpu_module() -> None:
             continue
         concat, split = ops[i - 1], ops[i + 1]
         assert op_display_name(concat) == "comp.concat"
-        assert GLUE_ATTR in concat.attributes
+        assert attrs.IMPORT_GLUE in concat.attributes
         assert op_display_name(split) == "comp.split"
-        assert GLUE_ATTR in split.attributes
+        assert attrs.IMPORT_GLUE in split.attributes
         assert op.inputs[0].type.get_shape() == (8, 1, 8, 64)
         assert op.inputs[0].owner is concat
         assert split.operands[0] is op.outputs[0]
@@ -149,9 +146,9 @@ def test_order_of_ops_preserved(name: str) -> None:
     before = names(graph_block(load(name)))
     after_module = imported(name)
     after = [
-        op.attributes[ORIGIN_ATTR].data if isinstance(op, CollectiveOp) else op_display_name(op)
+        op.attributes[attrs.HLO_OP].data if isinstance(op, CollectiveOp) else op_display_name(op)
         for op in graph_block(after_module).ops
-        if GLUE_ATTR not in op.attributes
+        if attrs.IMPORT_GLUE not in op.attributes
     ]
     assert after == before
 
@@ -201,31 +198,31 @@ def test_dot_general_flops_hand_computed() -> None:
     block = graph_block(imported(SHARDY))
     dots = [op for op in block.ops if op_display_name(op) == "stablehlo.dot_general"]
     first = dots[0]  # (32x64) . (64x64) contracting 1 x 0 -> 32x64
-    assert first.attributes[FLOPS_ATTR].value.data == 2 * 32 * 64 * 64
-    assert first.attributes[BYTES_ATTR].value.data == (32 * 64 + 64 * 64 + 32 * 64) * 4
+    assert first.attributes[attrs.FLOPS].value.data == 2 * 32 * 64 * 64
+    assert first.attributes[attrs.BYTES].value.data == (32 * 64 + 64 * 64 + 32 * 64) * 4
     # batched: (1x64x128) . (1x64x64), batch 0, contracting 1 x 1 -> 1x128x64
     batched = next(op for op in dots if op.results[0].type.get_shape() == (1, 128, 64))
-    assert batched.attributes[FLOPS_ATTR].value.data == 2 * 128 * 64 * 64
+    assert batched.attributes[attrs.FLOPS].value.data == 2 * 128 * 64 * 64
 
 
 def test_fusion_and_free_op_costs() -> None:
     module = imported(ASYNC)
     ops = list(func_named(module, "main").regions[0].blocks.first.ops)
-    assert ops[0].attributes[FLOPS_ATTR].value.data == 2 * 16 * 8 * 8
+    assert ops[0].attributes[attrs.FLOPS].value.data == 2 * 16 * 8 * 8
     fusion = ops[-2]  # multiply (32) + slice (0) + add (32); reads 4x8, 4x8, 16x8, writes 4x8
-    assert fusion.attributes[FLOPS_ATTR].value.data == 64
-    assert fusion.attributes[BYTES_ATTR].value.data == (32 + 32 + 128 + 32) * 4
+    assert fusion.attributes[attrs.FLOPS].value.data == 64
+    assert fusion.attributes[attrs.BYTES].value.data == (32 + 32 + 128 + 32) * 4
     tup = ops[9]
-    assert tup.attributes[FLOPS_ATTR].value.data == 0
-    assert tup.attributes[BYTES_ATTR].value.data == 0
-    assert all(FLOPS_ATTR not in op.attributes for op in ops if isinstance(op, CollectiveOp))
+    assert tup.attributes[attrs.FLOPS].value.data == 0
+    assert tup.attributes[attrs.BYTES].value.data == 0
+    assert all(attrs.FLOPS not in op.attributes for op in ops if isinstance(op, CollectiveOp))
 
 
 def test_cpu_module_kcustom_fusion_counts_its_dot() -> None:
     block = graph_block(imported(CPU))
     first = next(iter(block.ops))  # kCustom fusion around dot (32x64).(64x64)
     assert op_display_name(first) == "mhlo.fusion"
-    assert first.attributes[FLOPS_ATTR].value.data == 2 * 32 * 64 * 64
+    assert first.attributes[attrs.FLOPS].value.data == 2 * 32 * 64 * 64
 
 
 # ---- pipelines and errors --------------------------------------------------------------------

@@ -41,25 +41,16 @@ Failures raise `UserError` naming the HLO op; the `import-stablehlo` pass report
 
 from lancet_mlir.cost.hlo_costs import hlo_kind
 from lancet_mlir.importers.stablehlo.driver import (
-    BYTES_ATTR,
-    FLOPS_ATTR,
     ImportSummary,
     graph_block,
     import_stablehlo,
 )
-from lancet_mlir.importers.stablehlo.lowering import GLUE_ATTR, ORIGIN_ATTR
 from lancet_mlir.importers.stablehlo.patterns import (
-    ASYNC_ATTR,
     ConvertAsyncCollective,
     ConvertCollective,
 )
 
 __all__ = [
-    "ASYNC_ATTR",
-    "BYTES_ATTR",
-    "FLOPS_ATTR",
-    "GLUE_ATTR",
-    "ORIGIN_ATTR",
     "ConvertAsyncCollective",
     "ConvertCollective",
     "ImportSummary",

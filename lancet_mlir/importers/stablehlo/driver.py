@@ -21,21 +21,15 @@ from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.hlo_costs import HloCostModel, hlo_kind
-from lancet_mlir.dialects.comm import WORLD_SIZE_ATTR, CollectiveOp, module_world_size
+from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
     COLLECTIVES,
-    GLUE_ATTR,
     UNSUPPORTED_COLLECTIVES,
     replica_groups,
 )
 from lancet_mlir.importers.stablehlo.patterns import ConvertAsyncCollective, ConvertCollective
 from lancet_mlir.support.errors import UserError
-
-FLOPS_ATTR = attrs.FLOPS
-"""FLOPs of an imported compute op (f64), read by the roofline model."""
-BYTES_ATTR = attrs.BYTES
-"""Bytes an imported compute op reads and writes (f64), read by the roofline model."""
 
 
 @dataclass
@@ -63,7 +57,7 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     collectives = [op for op in ops if hlo_kind(op) in COLLECTIVES]
     summary.world_size = _world_size(module, collectives, world_size)
     if summary.world_size is not None:
-        module.attributes[WORLD_SIZE_ATTR] = IntegerAttr(summary.world_size, i64)
+        module.attributes[attrs.WORLD_SIZE] = IntegerAttr(summary.world_size, i64)
 
     funcs = _functions(module)
     async_pattern = ConvertAsyncCollective(funcs)
@@ -75,7 +69,7 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     for op in module.walk():
         if isinstance(op, CollectiveOp):
             summary.collectives[op.KIND] = summary.collectives.get(op.KIND, 0) + 1
-        elif GLUE_ATTR in op.attributes:
+        elif attrs.IMPORT_GLUE in op.attributes:
             summary.glue_ops += 1
     funcs = _functions(module)
     costs = HloCostModel(funcs)
@@ -122,8 +116,8 @@ def _annotate(block: Block, costs: HloCostModel) -> int:
             continue
         cost = costs.node(op) if attrs.TIME_US not in op.attributes else None
         if cost is not None:
-            op.attributes[FLOPS_ATTR] = FloatAttr(cost[0], f64)
-            op.attributes[BYTES_ATTR] = FloatAttr(cost[1], f64)
+            op.attributes[attrs.FLOPS] = FloatAttr(cost[0], f64)
+            op.attributes[attrs.BYTES] = FloatAttr(cost[1], f64)
             count += 1
         for region in op.regions:
             for inner in region.blocks:

@@ -41,11 +41,6 @@ from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.support.errors import UserError
 
-ORIGIN_ATTR = attrs.HLO_OP
-"""Name of the HLO op a comm op was imported from (string)."""
-GLUE_ATTR = attrs.IMPORT_GLUE
-"""Unit attribute on the concat/split glue of an MHLO array all-to-all."""
-
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 """HLO collective kinds (`hlo_kind`) the importer converts."""
 
@@ -194,7 +189,7 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
         props["split_axis"] = IntegerAttr(split, i64)
         props["concat_axis"] = IntegerAttr(concat, i64)
         comm = AllToAllOp(operands, result_types, props)
-    comm.attributes[ORIGIN_ATTR] = StringAttr(where)
+    comm.attributes[attrs.HLO_OP] = StringAttr(where)
     return Lowered([], comm, None, list(comm.results))
 
 
@@ -210,7 +205,7 @@ def _lower_array_all_to_all(
         raise UserError(f"{where}: {len(operands)} operands for a group of {size} ranks")
     if len({str(v.type) for v in operands}) != 1:
         raise UserError(f"{where}: array all-to-all operands must have one type")
-    glue = {attrs.TIME_US: 0.0, GLUE_ATTR: UnitAttr()}
+    glue = {attrs.TIME_US: 0.0, attrs.IMPORT_GLUE: UnitAttr()}
     try:
         concat = build_op("concat", operands, {"axis": 0}, attrs=glue)
         joined = concat.results[0]
@@ -218,7 +213,7 @@ def _lower_array_all_to_all(
         split = build_op("split", [comm.results[0]], {"axis": 0, "num": len(operands)}, glue)
     except Exception as exc:  # noqa: BLE001 - unsupported element types etc.
         raise UserError(f"{where}: cannot express the array all-to-all: {exc}") from exc
-    comm.attributes[ORIGIN_ATTR] = StringAttr(where)
+    comm.attributes[attrs.HLO_OP] = StringAttr(where)
     return Lowered([concat], comm, split, list(split.results))
 
 

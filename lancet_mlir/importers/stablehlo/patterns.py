@@ -32,9 +32,6 @@ from lancet_mlir.importers.stablehlo.lowering import (
 )
 from lancet_mlir.support.errors import UserError
 
-ASYNC_ATTR = attrs.HLO_ASYNC
-"""Unit attribute on a comm op imported from an async start/done pair."""
-
 
 @dataclass
 class _AsyncBody:
@@ -159,7 +156,7 @@ class ConvertAsyncCollective(RewritePattern):
         insert_lowered(rewriter, lowered, op)
         results = [lowered.results[i] for i in body.result_order]
         rewire(rewriter, list(done.results), results, op_display_name(done))
-        lowered.comm.attributes[ASYNC_ATTR] = UnitAttr()
+        lowered.comm.attributes[attrs.HLO_ASYNC] = UnitAttr()
         for dead in (done, *reversed(updates), op):
             rewriter.erase(dead)
         place_split(rewriter, lowered)
