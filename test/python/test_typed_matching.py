@@ -1,5 +1,5 @@
 """Library code matches ops by class and named accessors, never by op-name strings
-(issue 17, deliverables 1 and 3): outside `dialects/`, no comparison with a `comp.`/`comm.`
+(issue 17, deliverables 1 and 3): outside `dialects/` and the front-ends, no comparison with a `comp.`/`comm.`
 op name, a kernel name or a collective kind spelled as a string (kinds are `CollectiveKind`
 members), no op-name string literals, no `kernel_name(op) == ...` tests, and no role spelled
 as a bare string (roles are `Role` members). Building an op by its kernel name (`build_op("concat", ...)`)
@@ -20,8 +20,9 @@ from lancet_mlir.dialects.kernels import KERNELS
 from lancet_mlir.dialects.vocab import Role
 
 PACKAGE = Path(lancet_mlir.__file__).parent
-EXEMPT = ("dialects",)
-"""Top-level packages allowed to spell op names: the dialects define them."""
+EXEMPT = ("dialects", "importers", "exporters")
+"""Top-level packages allowed to spell these names: the dialects define them; the front-ends
+read foreign names (aten ops, HLO kinds, nccl kernels) that can coincide with ours."""
 
 
 def _patterns() -> list[re.Pattern[str]]:
