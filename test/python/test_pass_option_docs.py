@@ -48,7 +48,7 @@ def documented_options(name: str, text: str | None = None) -> list[str]:
             continue
         if in_table and not line.startswith("|---"):
             first = line.split("|")[1]
-            options += re.findall(r"`([a-z][a-z0-9-]*)`", first)
+            options += re.findall(r"`([a-z][a-z0-9-]*)(?:=[^`]*)?`", first)  # `a-b`, `a="F"`
     return options
 
 
@@ -93,9 +93,10 @@ def test_every_field_has_a_docstring(name: str) -> None:
 def test_the_table_reader() -> None:
     text = (
         "## p\n\nprose `not-an-option`\n\n| option | type | default | meaning |\n|---|---|---|---|\n"
-        "| `a-b` | int | `1` | the `x` meaning |\n| `c`, `d` | | | shared |\n\n## q\n"
+        "| `a-b` | int | `1` | the `x` meaning |\n| `c`, `d` | | | shared |\n"
+        '| `f="FILE"` | none | spelled as in a pipeline |\n\n## q\n'
         "| option | type |\n|---|---|\n| `e` | int |\n"
     )
-    assert documented_options("p", text) == ["a-b", "c", "d"]
+    assert documented_options("p", text) == ["a-b", "c", "d", "f"]
     assert documented_options("q", text) == ["e"]
     assert documented_options("r", text) == []
