@@ -147,7 +147,7 @@ def check_world_size(module: ModuleOp, ranks: int, how: str | None = None) -> No
     declared = module_world_size(module)
     if declared is not None and declared != ranks and how is None:
         raise OptionError("ranks", f"runs {ranks} rank{'s' if ranks != 1 else ''}, but the module declares "
-                                    f"{WORLD_SIZE_ATTR} = {declared}")
+                                    f"{attrs.WORLD_SIZE} = {declared}")
     if declared is not None and declared != ranks:
         raise UserError(
             f"the module declares {attrs.WORLD_SIZE} = {declared} but {how} gives {ranks} "
