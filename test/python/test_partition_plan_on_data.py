@@ -14,9 +14,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir import attrs
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.models.gpt2_moe import build_gpt2_moe
-from lancet_mlir.partition.base import PART_ATTR
 from lancet_mlir.partition.candidates import count_parts, partition_candidates
 from lancet_mlir.partition.region import erase_unused
 from lancet_mlir.partition.token_block import (
@@ -96,7 +96,7 @@ def test_candidates_are_clones_and_refusals_are_reported() -> None:
     before = to_text(module)
 
     def tag(m) -> None:  # partitions something: one op gets a part index
-        next(op for op in m.walk() if op.results).attributes[PART_ATTR] = IntegerAttr(0, 64)
+        next(op for op in m.walk() if op.results).attributes[attrs.PART] = IntegerAttr(0, 64)
 
     def refuse(m) -> None:
         raise PassFailedException("no axis")
