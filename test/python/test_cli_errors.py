@@ -29,21 +29,21 @@ CASES = {
         '%x = "test.op"() : () -> tensor<8xf32>\n'
         "%r = comm.allreduce %x : (tensor<8xf32>) -> tensor<4xf32>\n",
         [],
-        "bad.mlir: comm.allreduce: result #0 shape [4] must equal operand shape [8]",
+        "bad.mlir:2:1: %r = comm.allreduce: result #0 shape [4] must equal operand shape [8]",
     ),
     # the reason is on the verifier message's second line; it used to be cut off
     "comm_memref_operand": (
         '%x = "test.op"() : () -> memref<8xf32>\n'
         '%r = "comm.allreduce"(%x) : (memref<8xf32>) -> memref<8xf32>\n',
         [],
-        "bad.mlir: operand 'inputs' at position 0 does not verify: "
+        "bad.mlir:2:1: %r = comm.allreduce: operand 'inputs' at position 0 does not verify: "
         "memref<8xf32> should be of base attribute tensor",
     ),
     "comm_dynamic_shape": (
         '%x = "test.op"() : () -> tensor<?xf32>\n'
         "%r = comm.allreduce %x : (tensor<?xf32>) -> tensor<?xf32>\n",
         [],
-        "bad.mlir: comm.allreduce: operand #0 has a dynamic shape (tensor<?xf32>); "
+        "bad.mlir:2:1: %r = comm.allreduce: operand #0 has a dynamic shape (tensor<?xf32>); "
         "collectives need static shapes",
     ),
     "option_bool_for_int": (

@@ -231,7 +231,7 @@ def test_bad_world_size_is_one_line_naming_the_attribute(tmp_path: Path) -> None
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
         # found right after parsing (dialects/checks.py), before any pass runs
-        f'lancet-opt: error: {path}: lancet.world_size: expected an integer >= 1, got "four"'
+        f'lancet-opt: error: {path}:1:1: builtin.module: lancet.world_size: expected an integer >= 1, got "four"'
     ]
 
 

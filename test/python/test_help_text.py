@@ -39,7 +39,7 @@ def test_defaults_not_repeated_and_none_not_shown() -> None:
     assert "default: None" not in text
     run_text = _flat(lancet_run.build_parser().format_help())
     assert "default: None" not in run_text
-    assert "(default 1e-4)" in run_text
+    assert "(default by dtype: f64 1e-9, f32 1e-4, f16 1e-2; integers exact)" in run_text
 
 
 def test_device_choices_listed() -> None:
