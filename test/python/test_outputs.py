@@ -355,6 +355,6 @@ def test_absurd_simulated_rank_count_fails_at_once(capsys: pytest.CaptureFixture
 
     code, out, err = run_main(main, ["-", "--ranks", "100000000"], capsys)
     assert (code, out) == (1, "")
-    assert err == (f"lancet-run: error: --ranks 100000000: at most {MAX_SIMULATED_RANKS} ranks "
-                   "can be simulated in one process (each runs every op in turn); run more "
-                   "under mpiexec\n")  # fmt: skip
+    assert err == (f"lancet-run: error: --ranks: at most {MAX_SIMULATED_RANKS} ranks can be "
+                   "simulated in one process, got 100000000 (each runs every op in turn); run "
+                   "more under mpiexec\n")  # fmt: skip
