@@ -6,7 +6,7 @@ costed by their bodies, `sim/regions.py`) and the `lancet.*` timing annotations
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -229,7 +229,7 @@ def _simulate_block(
 
 
 def _model_times(
-    graph: DataflowGraph, cost_model: GraphCostModel, plans: dict[int, object]
+    graph: DataflowGraph, cost_model: GraphCostModel, plans: Mapping[int, object]
 ) -> list[float]:
     """The cost model's time of every node not costed by its bodies (those get 0 here): the
     model never sees them, so it does not report them as ops it had no time for."""
