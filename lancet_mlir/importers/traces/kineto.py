@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lancet_mlir.support.errors import UserError
-from lancet_mlir.support.files import read_bytes
+from lancet_mlir.support.files import decode_text, read_bytes
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
             "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
@@ -104,11 +104,13 @@ def load_json(path: str) -> Any:
             data = gzip.decompress(data)
         except (OSError, EOFError) as exc:
             raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    # decoded here, not by json.loads: on bytes it guesses UTF-16/32 from NUL bytes and
+    # reports a binary file in the codec's words
+    text = decode_text(data, path)
     try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise UserError(f"{path}: not valid JSON ({msg}; truncated?)") from None
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc.msg}; truncated?)") from None
 
 
 def _int(value: Any, default: int = -1) -> int:
