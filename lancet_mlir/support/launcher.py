@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, NoReturn
 
 SUPPRESS_ABORT = "MPIR_CVAR_SUPPRESS_ABORT_MESSAGE"
@@ -19,10 +20,16 @@ which would follow ours; set (unless the user set it) before mpi4py initialises 
 line's prefix remains, so `abort_job` also silences stderr just before MPI_Abort."""
 os.environ.setdefault(SUPPRESS_ABORT, "1")
 
-INTERRUPT_GRACE_S = 0.3
+INTERRUPT_GRACE_S = 0.6
 """On Ctrl-C, a rank other than 0 waits this long before it reports and aborts: the launcher
-sends Ctrl-C to every rank, and rank 0's abort then ends the others before they print, so the
-job ends with one line; a rank interrupted alone still reports itself after the wait."""
+sends Ctrl-C to every rank, and rank 0's abort (FORWARD_GRACE_S after its line) ends the
+others before they print, so the job ends with one line; a rank interrupted alone still
+reports itself after the wait."""
+
+FORWARD_GRACE_S = 0.25
+"""After writing its line, a rank waits this long before MPI_Abort: the launcher forwards a
+rank's stderr asynchronously and MPI_Abort tears the job down at once, so without the wait the
+one line was lost now and then on a loaded machine (1 run in 25 with 6 busy processes on 2 cores)."""
 
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
@@ -73,13 +80,12 @@ def abort_job(tool: str, message: str, code: int) -> NoReturn:
     code 130, ranks other than 0 wait INTERRUPT_GRACE_S first)."""
     rank = launcher_rank()
     if code == 130 and rank != 0:
-        import time
-
         time.sleep(INTERRUPT_GRACE_S)
     if not message.startswith(f"rank {rank}:"):
         message = f"rank {rank}: {message}"
     sys.stderr.write(f"{tool}: error: {message}\n")
     sys.stderr.flush()
+    time.sleep(FORWARD_GRACE_S)
     try:
         comm = world_comm()  # initialises MPI if the rank failed before doing so
         _silence_stderr()  # MPICH prints `Abort(code) on node R ...` after our line
