@@ -21,6 +21,7 @@ from lancet_mlir.sim.engine import evaluate_fixed_order
 from lancet_mlir.sim.metrics import NestedWork, TimelineSummary, summarize, with_nested_work
 from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
+from lancet_mlir.sim.regions import CALL_OPS, BodyPlan, body_plan, callee_name
 
 _F64 = Float64Type()
 
@@ -83,8 +84,6 @@ def _enclosing_function(op: Operation | None) -> FuncOp | None:
 
 def _called_functions(module: ModuleOp) -> set[str]:
     """Names of the functions some call op of `module` calls."""
-    from lancet_mlir.sim.regions import CALL_OPS, callee_name
-
     found: set[str] = set()
     for op in module.walk():
         if op_display_name(op) in CALL_OPS:
@@ -153,61 +152,201 @@ def simulate_module(
 
     An op whose bodies cost it (`sim/regions.py`: regions run once, the costliest branch, a
     static loop's trips, a call's callee) takes the simulated makespan of its bodies as its
-    duration; its bodies are simulated first.
+    duration; its bodies are simulated first (`ModuleSimulation`).
 
     With `annotate`, writes `lancet.start_us`, `lancet.end_us` (f64) and `lancet.stream`
     (i64) on every op of every simulated block (terminators excluded) and
     `lancet.makespan_us`/`lancet.exposed_comm_us` on every func.func (sums over its body
     blocks).
     """
-    options = options or SimOptions()
-    items = simulated_blocks(module)
-    by_block = {item.block: item for item in items}
-    functions = {
-        op.sym_name.data: op.body.blocks.first
-        for op in module.walk()
-        if isinstance(op, FuncOp) and op.body.blocks.first is not None
-    }
-    done: dict[Block, BlockResult] = {}
-    running: set[Block] = set()
-
-    def result_of(block: Block) -> BlockResult | None:
-        if block in done:
-            return done[block]
-        item = by_block.get(block)
-        if item is None or block in running:  # not simulated, or a recursive call
-            return None
-        running.add(block)
-        done[block] = _simulate_block(item, cost_model, options, functions, result_of)
-        running.discard(block)
-        return done[block]
-
-    results = [r for item in items if (r := result_of(item.block)) is not None]
+    results = ModuleSimulation(module, cost_model, options).results()
     if annotate:
         annotate_module(module, results)
     return results
 
 
-def _simulate_block(
-    item: SimBlock,
-    cost_model: GraphCostModel,
-    options: SimOptions,
-    functions: dict[str, Block],
-    result_of: Callable[[Block], BlockResult | None],
-) -> BlockResult:
-    """One block, its region ops costed by their (already simulated) bodies."""
-    from lancet_mlir.sim.regions import body_plan
+@dataclass
+class CostedBlock:
+    """A block's graph and the duration of each of its nodes (µs), region ops and calls
+    costed by their bodies' simulated makespans; `nested`: the work of those bodies,
+    `notes`: what the costing could not know (a loop costed once)."""
 
-    graph = DataflowGraph.from_block(item.block)
-    plans = {i: p for i, op in enumerate(graph.ops) if (p := body_plan(op, functions)) is not None}
-    durations = _model_times(graph, cost_model, plans)
+    graph: DataflowGraph
+    durations: list[float]
+    nested: list[NestedWork] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class ModuleSimulation:
+    """The blocks of a module costed and simulated on demand, each once, cached per block.
+
+    The one way both the simulator (`simulate_module`) and the scheduling passes get a
+    block's per-op durations: `costed(block)` gives every op the cost model's time, except
+    an op whose bodies cost it (`sim/regions.py`), which takes its bodies' simulated
+    makespans in their current order (times a static trip count; the costliest branch of a
+    `case`/`if`). A pass that reorders blocks visits them `innermost_first()` and calls
+    `invalidate(block)` after it changed a block, so each body is simulated after it was
+    scheduled, and once; the blocks that used its makespan are costed again when asked.
+    """
+
+    def __init__(
+        self, module: ModuleOp, cost_model: GraphCostModel, options: SimOptions | None = None
+    ) -> None:
+        self.cost_model = cost_model
+        self.options = options or SimOptions()
+        self.items = simulated_blocks(module)
+        self._by_block = {item.block: item for item in self.items}
+        self.functions = {
+            op.sym_name.data: op.body.blocks.first
+            for op in module.walk()
+            if isinstance(op, FuncOp) and op.body.blocks.first is not None
+        }
+        self._model: dict[Block, tuple[DataflowGraph, dict[int, BodyPlan], list[float]]] = {}
+        self._costed: dict[Block, CostedBlock] = {}
+        self._results: dict[Block, BlockResult] = {}
+        self._users: dict[Block, set[Block]] = {}
+        self._running: set[Block] = set()
+
+    def item(self, block: Block) -> SimBlock | None:
+        """The simulated block `block` is, or None (a container, or not of the module)."""
+        return self._by_block.get(block)
+
+    def results(self) -> list[BlockResult]:
+        """The simulation of every block, in module order (`simulated_blocks`)."""
+        return [r for item in self.items if (r := self.result(item.block)) is not None]
+
+    def result(self, block: Block) -> BlockResult | None:
+        """The fixed-order simulation of `block` in its current order, or None when it is
+        not simulated or is being costed (a recursive call)."""
+        if block in self._results:
+            return self._results[block]
+        item = self._by_block.get(block)
+        if item is None or block in self._running:
+            return None
+        costed = self.costed(block)
+        durations, timeline, summary = simulate_graph(costed.graph, costed.durations, self.options)
+        if costed.nested:
+            summary = with_nested_work(summary, timeline, costed.nested)
+        result = BlockResult(item.label, item.function, item.top_level, costed.graph, durations,
+                             timeline, summary, notes=list(costed.notes))  # fmt: skip
+        self._results[block] = result
+        return result
+
+    def costed(self, block: Block) -> CostedBlock:
+        """`block`'s graph and per-node durations (class doc); its bodies are simulated
+        first, each once."""
+        known = self._costed.get(block)
+        if known is not None:
+            return known
+        item = self._by_block.get(block)
+        label = item.label if item is not None else "<block>"
+        graph, plans, model = self._modelled(block)
+        self._running.add(block)
+        try:
+            costed = _cost_block(graph, plans, list(model), label, self.cost_model,
+                                 lambda b: self._body_result(b, block))  # fmt: skip
+        finally:
+            self._running.discard(block)
+        self._costed[block] = costed
+        return costed
+
+    def _modelled(self, block: Block) -> tuple[DataflowGraph, dict[int, BodyPlan], list[float]]:
+        """`block`'s graph, the plans of its ops costed by their bodies and the cost model's
+        time of every other op (0 for those), cached until `invalidate`."""
+        known = self._model.get(block)
+        if known is None:
+            graph = DataflowGraph.from_block(block)
+            plans = {i: p for i, op in enumerate(graph.ops)
+                     if (p := body_plan(op, self.functions)) is not None}  # fmt: skip
+            known = self._model[block] = (graph, plans, _model_times(graph, self.cost_model, plans))
+        return known
+
+    def durations(self, block: Block) -> list[float]:
+        """The duration (µs) of each node of `DataflowGraph.from_block(block)` (class doc)."""
+        return list(self.costed(block).durations)
+
+    def _body_result(self, body: Block, user: Block) -> BlockResult | None:
+        self._users.setdefault(body, set()).add(user)
+        return self.result(body)
+
+    def invalidate(self, block: Block) -> None:
+        """Forget what is known of `block` (a pass changed it) and of every block whose
+        durations used its makespan, transitively."""
+        stack = [block]
+        while stack:
+            b = stack.pop()
+            self._model.pop(b, None)
+            self._costed.pop(b, None)
+            self._results.pop(b, None)
+            stack.extend(self._users.pop(b, ()))
+
+    def innermost_first(self) -> list[SimBlock]:
+        """The simulated blocks, each after the blocks nested in its ops and the bodies of
+        the functions it calls (recursion cut where it closes): the order in which a pass
+        schedules them so a body is scheduled before the op holding it is costed."""
+        seen: set[Block] = set()
+        out: list[SimBlock] = []
+
+        def visit(block: Block) -> None:
+            if block in seen:
+                return
+            seen.add(block)
+            for op in block.ops:
+                for region in op.regions:
+                    for inner in region.blocks:
+                        visit(inner)
+                plan = body_plan(op, self.functions) if not op.regions else None
+                for callee, _ in plan.parts if plan is not None else ():
+                    visit(callee)
+            item = self._by_block.get(block)
+            if item is not None:
+                out.append(item)
+
+        for item in self.items:
+            visit(item.block)
+        return out
+
+    def compute_floor_us(self, block: Block) -> float:
+        """A lower bound of `block`'s makespan under any order of it and of its bodies: the
+        compute stream runs one op at a time, and an op costed by its bodies takes at least
+        their compute floors (times their runs; the largest branch of alternatives). Costs
+        the ops but simulates nothing."""
+        return self._floor(block, set())
+
+    def _floor(self, block: Block, running: set[Block]) -> float:
+        graph, plans, model = self._modelled(block)
+        running.add(block)
+        total = 0.0
+        for i, is_comm in enumerate(graph.is_comm):
+            plan = plans.get(i)
+            if plan is None:
+                total += 0.0 if is_comm else model[i]
+                continue
+            if any(b in running or b not in self._by_block for b, _ in plan.parts):
+                continue  # a recursive call: no bound from it (0 is a bound)
+            parts = [self._floor(b, running) * runs for b, runs in plan.parts]
+            total += (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
+        running.discard(block)
+        return total
+
+
+def _cost_block(
+    graph: DataflowGraph,
+    plans: Mapping[int, BodyPlan],
+    durations: list[float],
+    label: str,
+    cost_model: GraphCostModel,
+    result_of: Callable[[Block], BlockResult | None],
+) -> CostedBlock:
+    """One block's durations: `durations` (the cost model's, 0 for the ops of `plans`) with
+    each op of `plans` costed by its (simulated) bodies."""
     nested: list[NestedWork] = []
     notes: list[str] = []
     for i, plan in plans.items():
         op = graph.ops[i]
         parts = [(r, runs) for b, runs in plan.parts if (r := result_of(b)) is not None]
         if len(parts) != len(plan.parts):
-            notes.append(f"{item.label}: {op_display_name(op)} (op {i}): a body is not "
+            notes.append(f"{label}: {op_display_name(op)} (op {i}): a body is not "
                          "simulated (a recursive call); kept the cost model's time")  # fmt: skip
             durations[i] = float(cost_model.graph_times(DataflowGraph.from_ops([op]))[0])
             continue
@@ -219,13 +358,9 @@ def _simulate_block(
         durations[i] = float(sum(r.summary.makespan_us * runs for r, runs in parts))
         nested.append(NestedWork(i, [(r.summary, runs) for r, runs in parts]))
         if plan.note is not None:
-            notes.append(f"{item.label}: {op_display_name(op)} (op {i}): {plan.note}; "
+            notes.append(f"{label}: {op_display_name(op)} (op {i}): {plan.note}; "
                          "its bodies are costed once")  # fmt: skip
-    durations, timeline, summary = simulate_graph(graph, durations, options)
-    if nested:
-        summary = with_nested_work(summary, timeline, nested)
-    return BlockResult(item.label, item.function, item.top_level, graph, durations, timeline,
-                       summary, notes=notes)  # fmt: skip
+    return CostedBlock(graph, durations, nested, notes)
 
 
 def _model_times(
