@@ -22,7 +22,8 @@ Options (kebab-case in a pipeline; all optional):
   launch-overhead-us=F host time per op launch; ops start no earlier than launched (default 0)
 
 Use: `@dataclass(frozen=True) class P(CostOptions, CheckedOptions, ModulePass)`, then
-`self.cost_model(module)` / `self.sim_options(module)` in `apply`.
+`self.cost_model(module)` / `self.sim_options(module)` in `apply`; a scheduling pass takes
+its per-op durations from `self.module_simulation(module)`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.cost.cost_model import CostConfig, CostModel
 from lancet_mlir.cost.settings import CostSettings, check_names, module_cost_settings
 from lancet_mlir.passes.options import check_int, check_number
+from lancet_mlir.sim.blocks import ModuleSimulation
 from lancet_mlir.sim.options import SimOptions, module_sim_options, resolve_sim_options
 from lancet_mlir.support.errors import UserError
 
@@ -116,6 +118,13 @@ class CostOptions:
             base = module_sim_options(module)
             return resolve_sim_options(self.comm_streams, self.overlap_slowdown, base,
                                        self.launch_overhead_us)
+
+    def module_simulation(self, module: ModuleOp) -> ModuleSimulation:
+        """The blocks of `module` costed as the scheduling passes see them, with this pass's
+        cost model and simulator options: every op the cost model's time, an op with
+        regions (or a call) its bodies' simulated makespan (`sim.blocks.ModuleSimulation`;
+        visit `innermost_first()`, `invalidate` a block once changed)."""
+        return ModuleSimulation(module, self.cost_model(module), self.sim_options(module))
 
     def costing_spec(self) -> str:
         """The pass as written in a pipeline, options given included, kebab-case (reports)."""

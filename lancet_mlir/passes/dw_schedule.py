@@ -8,13 +8,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance
 from lancet_mlir.optimize.dw import dw_schedule
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions
 from lancet_mlir.passes.scheduling import block_problem, never_worse
-from lancet_mlir.sim.blocks import simulated_blocks
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,9 @@ class DwSchedulePass(CostOptions, CheckedOptions, ModulePass):
     a deadline pass); all-reduces fill the idle gaps between collectives without delaying
     them (largest fitting first), the rest follow the last collective; optimizer updates run
     as their inputs arrive. The new order is kept only if it simulates strictly faster than
-    the input order. Blocks without all-to-all get gap filling only; blocks without
+    the input order. Blocks are scheduled innermost first; an op with regions (or a call)
+    costs its bodies' simulated makespan as scheduled (times a static trip count;
+    `sim.blocks.ModuleSimulation`). Blocks without all-to-all get gap filling only; blocks without
     collectives are unchanged. Algorithm: `lancet_mlir.optimize.dw`.
 
     Options (all optional; each overrides the module attribute of the same name,
@@ -42,13 +42,14 @@ class DwSchedulePass(CostOptions, CheckedOptions, ModulePass):
     name = "dw-schedule"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = self.sim_options(op)
-        cost_model = self.cost_model(op)
+        sim = self.module_simulation(op)
         check_dominance(op)
-        for item in simulated_blocks(op):
-            graph = DataflowGraph.from_block(item.block)
+        for item in sim.innermost_first():
+            costed = sim.costed(item.block)
+            graph = costed.graph
             if not any(graph.is_comm):
                 continue
-            problem = block_problem(graph, cost_model.graph_times(graph))
-            order = never_worse(problem, dw_schedule(problem).order, options)
+            problem = block_problem(graph, costed.durations)
+            order = never_worse(problem, dw_schedule(problem).order, sim.options)
             apply_order(graph, order)
+            sim.invalidate(item.block)

@@ -8,7 +8,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.chains import block_order, split_chains
 from lancet_mlir.optimize.contract import contract
@@ -22,7 +21,6 @@ from lancet_mlir.passes.scheduling import (
     fusion_hooks,
     simulated_makespan,
 )
-from lancet_mlir.passes.simulate import simulated_blocks
 
 
 @dataclass(frozen=True)
@@ -34,7 +32,9 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
     second one ends are merged when the simulated makespan does not grow; equal makespan
     with one op fewer counts as better. The fused collective takes the later member's place
     (`fuse_collectives`), its time comes from the cost model. The other ops keep their
-    relative order. Algorithm: `lancet_mlir.optimize.fusion`.
+    relative order. Blocks are visited innermost first; an op with regions (or a call) costs
+    its bodies' simulated makespan (`sim.blocks.ModuleSimulation`). Algorithm:
+    `lancet_mlir.optimize.fusion`.
 
     Options (all optional; each overrides the module attribute of the same name; see
     `CostOptions`):
@@ -49,14 +49,16 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
     name = "fuse-noncritical-comm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = self.sim_options(op)
+        sim = self.module_simulation(op)
+        options = sim.options
         cost_model = self.cost_model(op)
         check_dominance(op)
-        for item in simulated_blocks(op):
-            graph = DataflowGraph.from_block(item.block)
+        for item in sim.innermost_first():
+            costed = sim.costed(item.block)
+            graph = costed.graph
             if sum(1 for c in graph.is_comm if c) < 2:
                 continue
-            problem = block_problem(graph, cost_model.graph_times(graph))
+            problem = block_problem(graph, costed.durations)
             hooks = fusion_hooks(graph, cost_model)
             comp, comm = split_chains(problem.is_comm, range(len(problem)))
             plan = plan_noncritical_fusion(problem, comp, comm, hooks.fused_time, hooks.compatible)
@@ -74,3 +76,4 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
             if simulated_makespan(fused, order, options) > before:
                 continue
             apply_result(graph, PipelineResult(fused, order, plan.groups, old_index))
+            sim.invalidate(item.block)

@@ -32,7 +32,7 @@ from lancet_mlir.passes.scheduling import (
 )
 from lancet_mlir.passes.tutel_pipeline import TutelPipelinePass
 from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
-from lancet_mlir.sim.blocks import simulated_blocks
+from lancet_mlir.sim.blocks import ModuleSimulation
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.profiled_schedule import ScheduleDecision, profiled_fifo_schedule
 
@@ -134,8 +134,11 @@ def cost_options_of(cost: CostOptions) -> dict[str, Any]:
 class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     """Lancet's optimization pipeline (lancet-algorithms.md §1.4), near-optimal, never worse.
 
-    Per block, with the cost model of the pass's options and the module (`lancet.time_us` >
-    profile > roofline/comm table; `passes/costing.py`):
+    Per block, innermost first, with the cost model of the pass's options and the module
+    (`lancet.time_us` > profile > roofline/comm table; `passes/costing.py`); an op with
+    regions (`scf.for`, `stablehlo.while`, `sdy.manual_computation`, ...) or a call costs its
+    bodies' simulated makespan as already scheduled, times a static trip count
+    (`sim.blocks.ModuleSimulation`):
     1. list schedule: Lancet's FIFO list schedule, weight-update ops delayed (§6.1);
     2. dW placement (`heuristic=dw`): dW ops into all-to-all windows, all-reduces into the
        communication gaps (§6.2-6.3, as `dw-schedule`);
@@ -149,7 +152,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     and 8 token parts (`moe-partition{axis=token parts=n}`) and the expert FFN alone in 2,
     4 and 8 parts (as `tutel-pipeline`);
     stages 1-4 run on each (the search budget split evenly among them) and the candidate
-    whose scheduled module simulates fastest (summed over blocks) is kept, the earlier on a
+    whose scheduled module simulates fastest (summed over the top-level blocks, as
+    `simulate` totals them) is kept, the earlier on a
     tie; a candidate whose compute alone takes no less than the best schedule so far is not
     scheduled (it cannot be faster). The DP costs each MoE layer in isolation, blind to what dW placement hides later,
     so its plan can lose to a plain expert split once scheduled; comparing scheduled
@@ -210,8 +214,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_label, best_us = "none", self._schedule(op, share, "none")
         best: ModuleOp | None = None
         for label, trial in trials:
-            blocks = self._blocks(trial)
-            bound_us = _compute_us(blocks)
+            sim = self.module_simulation(trial)
+            bound_us = _compute_floor_us(sim)
             if bound_us >= best_us:
                 # its compute alone takes as long as the best schedule so far: no order of
                 # it can be strictly faster, so it is not scheduled (a tie keeps the earlier)
@@ -220,60 +224,46 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                     f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
                 )
                 continue
-            makespan_us = self._schedule(trial, share, label, blocks)
+            makespan_us = self._schedule(trial, share, label, sim)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
         LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
         if best is not None:
             _take_body(op, best)
 
-    def _blocks(self, op: ModuleOp) -> list[_Block]:
-        """The blocks of `op` that the scheduling stages see (two ops or more), each with its
-        graph and costed times: built once per candidate, shared by the compute bound and
-        the scheduling stages."""
-        cost_model = self.cost_model(op)
-        blocks: list[_Block] = []
-        for item in simulated_blocks(op):
-            graph = DataflowGraph.from_block(item.block)
-            if len(graph) >= 2:
-                blocks.append(_Block(item.label, graph, cost_model.graph_times(graph)))
-        return blocks
-
     def _schedule(
-        self, op: ModuleOp, max_seconds: float, label: str, blocks: list[_Block] | None = None
+        self, op: ModuleOp, max_seconds: float, label: str, sim: ModuleSimulation | None = None
     ) -> float:
-        """Run the scheduling stages on every block of `op` (`blocks`: `_blocks(op)`, if
-        already built); the sum of the blocks' final makespans under the pass's simulator
-        options."""
-        options = self.sim_options(op)
+        """Run the scheduling stages on every block of `op` of two ops or more, innermost
+        first, each costed after the blocks nested in it were scheduled (an op with regions
+        or a call costs its bodies' simulated makespan; `sim`: `module_simulation(op)`, if
+        already made); the sum of the top-level blocks' final makespans under the pass's
+        simulator options (what `simulate` and `--report` total)."""
+        sim = sim or self.module_simulation(op)
+        options = sim.options
         cost_model = self.cost_model(op)
         prefix = f"[{label}] " if label else ""
         total_us = 0.0
-        changed = False
-        for item in simulated_blocks(op):
-            built = next((b for b in blocks or () if b.graph.block is item.block), None)
-            if built is not None and not changed:
-                # nothing was applied yet, so what `_blocks` built is what would be built
-                # now; after a block was rescheduled the rest are built anew, as always (an
-                # op with regions costs its body)
-                block = built
-            else:
-                graph = DataflowGraph.from_block(item.block)
-                if len(graph) < 2:
-                    continue
-                block = _Block(item.label, graph, cost_model.graph_times(graph))
-            changed = True
-            graph = block.graph
-            problem = block_problem(graph, block.times)
+        for item in sim.innermost_first():
+            costed = sim.costed(item.block)
+            graph = costed.graph
+            if len(graph) < 2:
+                result = sim.result(item.block)
+                if item.top_level and result is not None:
+                    total_us += result.summary.makespan_us
+                continue
+            problem = block_problem(graph, costed.durations)
             hooks = fusion_hooks(graph, cost_model) if self.fusion else None
             budget = evaluation_budget(max_seconds, graph)
-            with _progress_bar(budget, prefix + block.label) as progress:
+            with _progress_bar(budget, prefix + item.label) as progress:
                 result = run_pipeline(problem, self.heuristic, budget, hooks, progress)
             result, makespan_us = _never_worse(problem, result, options)
-            total_us += makespan_us
+            if item.top_level:
+                total_us += makespan_us
             for stage in result.stages:
-                LOG.info(prefix + _stage_line(block.label, stage))
+                LOG.info(prefix + _stage_line(item.label, stage))
             apply_result(graph, result)
+            sim.invalidate(item.block)
         return total_us
 
     def _check_options(self) -> None:
@@ -288,23 +278,12 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         check_number(self.name, "max-seconds", self.max_seconds, 0.0)
 
 
-@dataclass(frozen=True)
-class _Block:
-    """One scheduled block of a candidate: its label, graph and per-node times (µs)."""
-
-    label: str
-    graph: DataflowGraph
-    times: list[float]
-
-
-def _compute_us(blocks: list[_Block]) -> float:
-    """The summed compute time of the blocks: a lower bound of what `_schedule` returns
-    (each block's compute runs one op at a time, never faster under an overlap slowdown)."""
-    total_us = 0.0
-    for block in blocks:
-        comm = block.graph.is_comm
-        total_us += sum(t for t, c in zip(block.times, comm, strict=True) if not c)
-    return total_us
+def _compute_floor_us(sim: ModuleSimulation) -> float:
+    """The summed compute floors of the top-level blocks (`ModuleSimulation.compute_floor_us`):
+    a lower bound of what `_schedule` returns (each block's compute runs one op at a time,
+    never faster under an overlap slowdown; an op with regions takes at least its bodies'
+    compute, however they are scheduled)."""
+    return sum(sim.compute_floor_us(item.block) for item in sim.items if item.top_level)
 
 
 def _never_worse(

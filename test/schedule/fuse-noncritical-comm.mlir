@@ -53,3 +53,34 @@ func.func @on_critical_path(%x: tensor<1048576xf32>, %y: tensor<1048576xf32>) ->
 // CHECK-NEXT:    %c = "test.op"(%x)
 // SIM-LABEL: func.func @on_critical_path
 // SIM-SAME:    lancet.makespan_us = 4.200000e+01 : f64
+
+// -----
+
+// An op with regions costs its body: the scf.execute_region runs a 100 µs op on the compute
+// stream, so r1 and r2 (10 µs each) merged, the fused op [2,38.46] ends long before u1 and
+// u2 can run (after the region, at 102): 104 µs either way, one op fewer. Costed by the cost
+// model alone the region took 0 µs: unfused ended at 22, fused at 40.46, and nothing merged.
+module attributes {lancet.world_size = 8 : i64} {
+func.func @under_a_region(%x: tensor<64xf32>, %y: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %w1 = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %w2 = "test.op"(%y) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r1 = comm.allreduce %w1 {lancet.time_us = 10.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r2 = comm.allreduce %w2 {lancet.time_us = 10.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %c = "scf.execute_region"() ({
+    %i = "test.op"(%x) {lancet.time_us = 100.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+    scf.yield %i : tensor<64xf32>
+  }) : () -> tensor<64xf32>
+  %u1 = "test.op"(%r1) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u2 = "test.op"(%r2) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  func.return %u1, %u2, %c : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+}
+// CHECK-LABEL: func.func @under_a_region
+// CHECK-NEXT:    %w1 = "test.op"(%x)
+// CHECK-NEXT:    %w2 = "test.op"(%y)
+// CHECK-NEXT:    %c = scf.execute_region
+// CHECK:         %r1, %r2 = comm.allreduce %w1, %w2
+// CHECK-NEXT:    %u1 = "test.op"(%r1)
+// CHECK-NEXT:    %u2 = "test.op"(%r2)
+// SIM-LABEL: func.func @under_a_region
+// SIM-SAME:    lancet.makespan_us = 1.040000e+02 : f64

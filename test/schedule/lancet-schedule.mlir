@@ -42,4 +42,37 @@ func.func @backward(%x: tensor<64xf32>, %h: tensor<64xf32>) -> (tensor<64xf32>, 
 // LOG-NEXT: lancet-schedule @backward: list schedule: makespan 21.0 us, exposed comm 3.0 us
 // LOG-NEXT: lancet-schedule @backward: dw placement: makespan 21.0 us, exposed comm 3.0 us
 // LOG-NEXT: lancet-schedule @backward: local search: makespan 20.0 us, exposed comm 2.0 us
-// LOG-NOT: lancet-schedule
+// LOG-NOT: lancet-schedule @backward
+
+// -----
+
+// An op with regions costs its body as scheduled, times a static trip count: the scf.for
+// runs its 10 µs body 4 times (40 µs). In the input order it waits behind u for the 30 µs
+// all-reduce (g [0,1] r [1,31] u [31,32] loop [32,72]: 72 µs); placed before u it runs under
+// the all-reduce (loop [1,41] u [41,42]: 42 µs). Costed by the cost model alone the loop took
+// 0 µs, both orders 32 µs, and the pass kept the input.
+func.func @loop_beside_allreduce(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %lb = arith.constant 0 : index
+  %ub = arith.constant 4 : index
+  %st = arith.constant 1 : index
+  %g = "test.op"(%x) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %r = comm.allreduce %g {lancet.time_us = 30.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  %u = "test.op"(%r) {lancet.time_us = 1.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  scf.for %k = %lb to %ub step %st {
+    %i = "test.op"(%x) {lancet.time_us = 10.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+    %j = "test.op"(%i) {lancet.time_us = 0.0 : f64} : (tensor<64xf32>) -> tensor<64xf32>
+  }
+  func.return %u : tensor<64xf32>
+}
+// CHECK-LABEL: func.func @loop_beside_allreduce
+// CHECK:         %g = "test.op"(%x)
+// CHECK-NEXT:    scf.for %k = %lb to %ub step %st {
+// CHECK:         %r = comm.allreduce %g
+// CHECK-NEXT:    %u = "test.op"(%r)
+// SIM-LABEL: func.func @loop_beside_allreduce
+// SIM-SAME:    lancet.makespan_us = 4.200000e+01 : f64
+// The loop body is scheduled first (innermost first), then the block holding the loop.
+// LOG: lancet-schedule @loop_beside_allreduce/scf.for#0: input: makespan 10.0 us, exposed comm 0.0 us
+// LOG: lancet-schedule @loop_beside_allreduce: input: makespan 72.0 us, exposed comm 30.0 us
+// LOG-NEXT: lancet-schedule @loop_beside_allreduce: list schedule: makespan 42.0 us, exposed comm 0.0 us
+// LOG: lancet-schedule @loop_beside_allreduce: never worse: kept fifo: makespan 42.0 us, exposed comm 0.0 us
