@@ -1,18 +1,37 @@
 """Capacity-axis regions of `moe-partition` (algo=range|dp), planned on data: which range
 around each all-to-all pair is split and into how many parts (`choose_range`), costed by the
 phased simulation (`region.simulate_range`) and the estimate of the split range
-(`estimate.estimate_range`). The pass builds and applies the chosen region."""
+(`estimate.estimate_range`).
+
+`plan_capacity_block` plans every pair of a block on the input graph, in program order: a
+later pair's region takes the parts of the values an earlier region rebuilds (`available`,
+keyed by the original value: a backward region reads a forward region's activations in
+parts), exactly as if the earlier region had been applied first, since the pairs' layer
+ranges are disjoint. `CapacityPlan.layout` is the block the plan gives (`layout.Layout`,
+`layout.planned_graph`), so the pass simulates it before the IR changes and then applies it
+(`layout.apply_layout`) or discards it: the IR is built once, never cloned and restored.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from xdsl.ir import Operation
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
-from lancet_mlir.partition.base import PartitionError
+from lancet_mlir.partition.base import PartitionError, node_name
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
-from lancet_mlir.partition.region import Available, OpCost, simulate_range
+from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.layout import Layout, layout, planned_graph
+from lancet_mlir.partition.region import (
+    Available,
+    OpCost,
+    PartitionedRegion,
+    build_region,
+    simulate_range,
+)
 
 OptionsCache = dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]]
 """Axis options per (node, parts) key, valid while the graph does not change."""
@@ -119,6 +138,91 @@ def best_parts(
             best = Choice(nodes, solution, n, base, cost)
     return best
 
+
+@dataclass
+class CapacityPlan:
+    """The regions chosen for a block's all-to-all pairs (none inserted yet), each with the
+    range it replaces and that range's launch order (from `simulate_range`)."""
+
+    graph: DataflowGraph
+    regions: list[PartitionedRegion] = field(default_factory=list)
+    ranges: list[list[int]] = field(default_factory=list)
+    orders: list[list[Operation]] = field(default_factory=list)
+
+    def layout(self) -> Layout:
+        """What applying the plan does to the block, as data."""
+        pieces = list(zip(self.ranges, self.orders, strict=True))
+        return layout(self.graph, pieces, self.regions)
+
+    def epilogues(self) -> list[Operation]:
+        """Every rebuild op, in creation order (some become unused once applied)."""
+        return [op for region in self.regions for op in region.epilogue]
+
+    def planned_graph(self) -> DataflowGraph:
+        """The graph the block has once the plan is applied and the rebuilds nobody reads
+        are erased (`erase_unused`), without changing the IR."""
+        return planned_graph(self.graph, self.layout(), self.epilogues())
+
+    def discard(self) -> None:
+        """Erase every new op (none was inserted), later regions first (they may read an
+        earlier region's parts)."""
+        for region in reversed(self.regions):
+            region.discard()
+        self.regions.clear()
+        self.ranges.clear()
+        self.orders.clear()
+
+
+def plan_capacity_block(
+    graph: DataflowGraph, time_of: OpCost, search: CapacitySearch
+) -> CapacityPlan:
+    """The region chosen for every all-to-all pair of the block of `graph` (module doc),
+    in program order. A pair whose MoE layer meets an earlier chosen range in program order
+    (an interleaved input order) is left whole, or with `search.parts` raises
+    ForcedPartsError; so does a forced count that does not fit."""
+    plan = CapacityPlan(graph)
+    available: Available = {}
+    try:
+        for entry, exit_ in all_to_all_pairs(graph):
+            _plan_pair(plan, entry, exit_, time_of, available, search)
+    except ForcedPartsError:
+        plan.discard()
+        raise
+    return plan
+
+
+def _plan_pair(
+    plan: CapacityPlan,
+    entry: int,
+    exit_: int,
+    time_of: OpCost,
+    available: Available,
+    search: CapacitySearch,
+) -> None:
+    """Add the region chosen for the pair (entry, exit_) to `plan` (if any) and offer the
+    parts of the values it rebuilds to later pairs."""
+    graph = plan.graph
+    layer = layer_range(graph, entry, exit_)
+    if any(r[0] <= layer[-1] and layer[0] <= r[-1] for r in plan.ranges):
+        if search.parts is not None:
+            raise ForcedPartsError(
+                f"the MoE layer of '{node_name(graph, entry)}' interleaves in program "
+                "order with an earlier one (each layer's ops must form one range)"
+            )
+        return
+    choice = choose_range(graph, entry, exit_, time_of, available, search)
+    if choice.parts is None or choice.solution is None:
+        return
+    region = build_region(graph, choice.solution, choice.parts, available)
+    cost = simulate_range(graph, choice.range_nodes, time_of, region)
+    plan.regions.append(region)
+    plan.ranges.append(choice.range_nodes)
+    plan.orders.append(cost.order)
+    for ref, (chunking, parts) in region.chunks.items():
+        # keyed by the original value: later regions read it before the plan is applied
+        # (once applied, its uses outside the region read the rebuilt value)
+        original = graph.ops[ref[0]].results[ref[1]]
+        available.setdefault(original, {})[(chunking, region.n)] = parts
 
 
 def layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:

@@ -1,7 +1,8 @@
 """A solved region rewritten into n parts: border splits, per-part copies, merges.
 
 `build_region` creates the new ops detached (nothing in the block changes), so a plan
-can be costed with the phased simulator and then applied (`apply_region`) or dropped
+can be costed with the phased simulator and then applied (`apply_region`, or for a whole
+block `layout.apply_layout`) or dropped
 (`PartitionedRegion.discard`). Values are planned by `ValueRef`; the IR is touched only
 to create, insert and erase ops.
 
@@ -261,13 +262,6 @@ def build_region(
     Operands in `available` with the wanted chunking and n reuse those parts instead of
     being split again (a backward region reading a forward region's activations)."""
     return RegionBuilder(graph, solution, n, available or {}).build()
-
-
-def record_parts(region: PartitionedRegion, available: Available) -> None:
-    """After `region` is applied: make its rebuilt results' parts available to later
-    regions."""
-    for ref, (chunking, parts) in region.chunks.items():
-        available.setdefault(region.merged[ref], {})[(chunking, region.n)] = parts
 
 
 def erase_unused(ops: Sequence[Operation]) -> None:

@@ -16,20 +16,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import PartitionError, node_name
+from lancet_mlir.partition.layout import planned_graph as layout_graph
 from lancet_mlir.partition.region import Available, OpCost
 from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
 from lancet_mlir.partition.token_plan import (
     Spans,
     TokenPlan,
-    layout_plans,
     overlaps,
     plan_layer,
+    plans_layout,
     simulate_plan,
 )
 
@@ -137,24 +138,8 @@ def best_token_plan(
 def planned_graph(graph: DataflowGraph, chosen: Sequence[ChosenPlan]) -> DataflowGraph:
     """The graph the block of `graph` has once `chosen` is applied and the rebuilds nobody
     reads are erased, built from the detached new ops without changing the IR."""
-    sequence, rename, originals = layout_plans(graph, chosen)
-    doomed = set(originals)
-    renamed_to: dict[SSAValue, list[SSAValue]] = {}
-    for old, new in rename.items():
-        renamed_to.setdefault(new, []).append(old)
-    erased: set[Operation] = set()
-
-    def used(v: SSAValue) -> bool:
-        users = [u.operation for u in v.uses]
-        users += [u.operation for old in renamed_to.get(v, ()) for u in old.uses]
-        return any(u not in doomed and u not in erased for u in users)
-
-    # as `erase_unused` does, last first
-    for op in reversed([op for plan, _ in chosen for op in plan.epilogues()]):
-        if not any(used(r) for r in op.results):
-            erased.add(op)
-    kept = [op for op in sequence if op not in erased]
-    return DataflowGraph.from_ops(kept, graph.block, graph.terminator, rename=rename)
+    epilogues = [op for plan, _ in chosen for op in plan.epilogues()]
+    return layout_graph(graph, plans_layout(graph, chosen), epilogues)
 
 
 def discard_plans(chosen: Sequence[ChosenPlan]) -> None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, solve_axes
 from lancet_mlir.partition.base import PartitionError, value_ref
+from lancet_mlir.partition.layout import Layout, Piece, apply_layout, layout
 from lancet_mlir.partition.region import (
     Available,
     OpCost,
@@ -243,31 +243,24 @@ def simulate_plan(
 def layout_plans(
     graph: DataflowGraph, plans: Sequence[tuple[TokenPlan, Sequence[Sequence[Operation]]]]
 ) -> tuple[list[Operation], dict[SSAValue, SSAValue], list[Operation]]:
-    """What applying `plans` does, as data: the block's new op sequence (every plan's ranges,
-    disjoint: see `overlaps`, replaced by their orders from `simulate_plan`), the rerouting
-    of the regions' results to their rebuilt values (for every use outside the replaced
-    ops) and the replaced original ops."""
-    starts: dict[int, tuple[int, Sequence[Operation]]] = {}
+    """What applying `plans` does, as data (`layout.layout`): the block's new op sequence
+    (every plan's ranges, disjoint: see `overlaps`, replaced by their orders from
+    `simulate_plan`), the rerouting of the regions' results to their rebuilt values (for
+    every use outside the replaced ops) and the replaced original ops."""
+    planned = plans_layout(graph, plans)
+    return planned.sequence, planned.rename, planned.originals
+
+
+def plans_layout(
+    graph: DataflowGraph, plans: Sequence[tuple[TokenPlan, Sequence[Sequence[Operation]]]]
+) -> Layout:
+    """`layout_plans` as a `layout.Layout`."""
+    pieces: list[Piece] = []
     regions: list[PartitionedRegion] = []
     for plan, orders in plans:
-        for nodes, order in zip(plan.ranges(), orders, strict=True):
-            starts[nodes[0]] = (nodes[-1], order)
+        pieces += list(zip(plan.ranges(), orders, strict=True))
         regions += [r for r in (plan.forward(), plan.backward()) if r is not None]
-    originals = [graph.ops[i] for r in regions for i in r.nodes]
-    rename: dict[SSAValue, SSAValue] = {
-        graph.ops[i].results[j]: v for region in regions for (i, j), v in region.merged.items()
-    }
-    sequence: list[Operation] = []
-    i = 0
-    while i < len(graph.ops):
-        if i in starts:
-            last, order = starts[i]
-            sequence += order
-            i = last + 1
-            continue
-        sequence.append(graph.ops[i])
-        i += 1
-    return sequence, rename, originals
+    return layout(graph, pieces, regions)
 
 
 def apply_plans(
@@ -275,19 +268,7 @@ def apply_plans(
 ) -> None:
     """Apply `layout_plans`: relink the block in the new sequence, reroute the rebuilt
     results and erase the original ops."""
-    block = graph.block
-    assert block is not None
-    sequence, rename, originals = layout_plans(graph, plans)
-    doomed = set(originals)
-    for old, new in rename.items():
-        old.replace_uses_with_if(new, lambda use: use.operation not in doomed)
-    relink(block, sequence, graph.terminator)  # the replaced originals are erased below
-    for op in originals:  # detached first: drop_all_references clears the parent only
-        op.detach()
-    for op in originals:
-        op.drop_all_references()
-    for op in reversed(originals):
-        op.erase(safe_erase=False)
+    apply_layout(graph, plans_layout(graph, plans))
 
 
 def overlaps(plan: TokenPlan, taken: Sequence[tuple[int, int]]) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -14,17 +14,14 @@ from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
 from lancet_mlir.partition.base import PartitionError
-from lancet_mlir.partition.capacity_plan import CapacitySearch, ForcedPartsError, choose_range
-from lancet_mlir.partition.expert_span import all_to_all_pairs
-from lancet_mlir.partition.region import (
-    Available,
-    OpCost,
-    apply_region,
-    build_region,
-    erase_unused,
-    record_parts,
-    simulate_range,
+from lancet_mlir.partition.capacity_plan import (
+    CapacitySearch,
+    ForcedPartsError,
+    plan_capacity_block,
 )
+from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.layout import apply_layout
+from lancet_mlir.partition.region import OpCost, erase_unused
 from lancet_mlir.partition.token import token_gates
 from lancet_mlir.partition.token_block import (
     EXTENDS,
@@ -41,7 +38,6 @@ from lancet_mlir.sim.options import SimOptions
 
 ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
-
 
 
 @dataclass(frozen=True)
@@ -163,44 +159,30 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         check_dominance(op)
 
     def _partition_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
+        """Capacity parts for every all-to-all pair of the block, planned on the input graph
+        (`partition/capacity_plan.py`); the planned block is simulated before the IR
+        changes, and the plan is applied only when it is faster (never worse) or the part
+        count is forced, else discarded."""
         if self.axis == "token":
             self._token_block(block, time_of, sim)
             return
         graph = DataflowGraph.from_block(block)
-        pairs = all_to_all_pairs(graph)
-        if not pairs:
+        if not all_to_all_pairs(graph):
             return
         base = _fixed_order_us(graph, time_of, sim)
-        # each pair is planned on the block its predecessors left (a backward region takes
-        # a forward region's parts), so unlike the token path this one still keeps a copy
-        # of the input to put back when the result is not faster
-        saved = _copy_ops(block) if self.parts is None else None
         search = CapacitySearch(self.algo or "dp", self.parts, self.max_parts)
-        available: Available = {}
-        epilogues: list[Operation] = []
-        # program order, so backward regions can take forward regions' parts as they are
-        for entry_op, exit_op in [(graph.ops[a], graph.ops[b]) for a, b in pairs]:
-            graph = DataflowGraph.from_block(block)
-            entry, exit_ = graph.index[entry_op], graph.index[exit_op]
-            try:
-                choice = choose_range(graph, entry, exit_, time_of, available, search)
-            except ForcedPartsError as exc:
-                raise PassFailedException(f"{self.name}: {exc}") from None
-            if choice.parts is None or choice.solution is None:
-                continue
-            region = build_region(graph, choice.solution, choice.parts, available)
-            cost = simulate_range(graph, choice.range_nodes, time_of, region)
-            apply_region(graph, choice.range_nodes, region, cost.order)
-            record_parts(region, available)
-            epilogues += region.epilogue
-        erase_unused(epilogues)
-        if saved is None:
+        try:
+            plan = plan_capacity_block(graph, time_of, search)
+        except ForcedPartsError as exc:
+            raise PassFailedException(f"{self.name}: {exc}") from None
+        if not plan.regions:
             return
-        after = DataflowGraph.from_block(block)
-        if _fixed_order_us(after, time_of, sim) < base:
-            _erase_all(saved)
-            return
-        _restore(block, saved)  # never worse: keep the input
+        if self.parts is None:
+            if not _fixed_order_us(plan.planned_graph(), time_of, sim) < base:
+                plan.discard()  # never worse: keep the input
+                return
+        apply_layout(graph, plan.layout())
+        erase_unused(plan.epilogues())
 
     def _token_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:
         """Token parts for every MoE layer of the block (option axis=token), planned on the
@@ -256,27 +238,3 @@ def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> f
         overlap_slowdown=sim.overlap_slowdown,
         launch_overhead_us=sim.launch_overhead_us,
     ).makespan_us
-
-
-def _copy_ops(block: Block) -> list[Operation]:
-    """Detached copies of the block's ops that refer to each other's results."""
-    mapper: dict[SSAValue, SSAValue] = {}
-    return [o.clone(value_mapper=mapper) for o in block.ops]
-
-
-def _erase_all(ops: list[Operation]) -> None:
-    # detach first: drop_all_references clears the parent without unlinking the op
-    for o in ops:
-        if o.parent_block() is not None:
-            o.detach()
-    for o in ops:
-        o.drop_all_references()
-    for o in reversed(ops):
-        o.erase(safe_erase=False)
-
-
-def _restore(block: Block, saved: list[Operation]) -> None:
-    """Put the saved copies of the block's ops back in place of its current ops."""
-    _erase_all(list(block.ops))
-    block.add_ops(saved)
-
