@@ -102,7 +102,7 @@ def hlo_int(op: Operation, name: str) -> int | None:
     if attr is None:
         return None
     if not isinstance(attr, IntegerAttr):
-        raise UserError(f"{op_display_name(op)}: '{name}' must be an integer, got {attr}")
+        raise UserError(f"{op_display_name(op)}: '{name}' must be an integer, got {attr}", op=op)
     return attr.value.data
 
 

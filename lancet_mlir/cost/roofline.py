@@ -229,7 +229,9 @@ def numeric_attr(op: Operation, name: str) -> float | None:
         value = float(attr.value.data)
         if math.isfinite(value) and value >= 0:
             return value
-    raise UserError(f"{op_display_name(op)}: {name} must be a finite number >= 0, got {attr}")
+    raise UserError(
+        f"{op_display_name(op)}: {name} must be a finite number >= 0, got {attr}", op=op
+    )
 
 
 def _io_bytes(op: Operation) -> int:

@@ -104,7 +104,7 @@ def op_origin(op: Operation) -> tuple[str, float] | None:
         return None
     if not isinstance(attr, StringAttr):
         raise UserError(f"{op_display_name(op)}: {attrs.ORIGIN} must be an op key string, "
-                        f"got {attr}")
+                        f"got {attr}", op=op)
     share = op.attributes.get(attrs.SHARE)
     if share is None:
         return attr.data, 1.0
@@ -113,7 +113,7 @@ def op_origin(op: Operation) -> tuple[str, float] | None:
         if math.isfinite(value) and 0 < value <= 1:
             return attr.data, value
     raise UserError(f"{op_display_name(op)}: {attrs.SHARE} must be a number in (0, 1], "
-                    f"got {share}")
+                    f"got {share}", op=op)
 
 
 class AttributeSource:

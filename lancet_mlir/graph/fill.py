@@ -29,7 +29,9 @@ def op_fill(op: Operation) -> float:
         value = float(attr.value.data)
         if math.isfinite(value) and 0 < value <= 1:
             return value
-    raise UserError(f"{op_display_name(op)}: {attrs.FILL} must be a number in (0, 1], got {attr}")
+    raise UserError(
+        f"{op_display_name(op)}: {attrs.FILL} must be a number in (0, 1], got {attr}", op=op
+    )
 
 
 def fused_fill(members: Sequence[CollectiveOp]) -> float:

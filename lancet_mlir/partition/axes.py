@@ -273,10 +273,8 @@ def part_counts(graph: DataflowGraph, solution: AxisSolution, max_parts: int) ->
     return [n for n in range(2, max_parts + 1) if unfit(graph, solution, n) is None]
 
 
-def unfit(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
-    """Why `n` parts cannot split the region: the first dimension with fewer rows than
-    parts, or that n does not divide while its op maps it onto a dimension of another
-    size; None when n fits."""
+def _unfit_dim(graph: DataflowGraph, solution: AxisSolution, n: int) -> tuple[int, int, int] | None:
+    """(node, block, dim) of the first dimension that `n` parts cannot split (see `unfit`)."""
     by_node: dict[int, list[tuple[int, int]]] = {}
     for i, block, dim in split_sizes(graph, solution):
         by_node.setdefault(i, []).append((block, dim))
@@ -285,13 +283,30 @@ def unfit(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
         if fits_parts(blocks, n):
             continue
         block, dim = min(sizes) if min(blocks) < n else next(s for s in sizes if s[0] % n)
-        name = graph.ops[i].results[0].name_hint if graph.ops[i].results else None
-        what = f"'{name}'" if name else graph.ops[i].name
-        per = f" ({dim // block} blocks of {block})" if block != dim else ""
-        if block < n:
-            return f"{n} parts exceed dimension {dim}{per} of {what}: one row per part at least"
-        return (
-            f"{n} parts do not divide dimension {dim}{per} of {what}, which its op maps "
-            f"onto a dimension of another size"
-        )
+        return i, block, dim
     return None
+
+
+def unfit(graph: DataflowGraph, solution: AxisSolution, n: int) -> str | None:
+    """Why `n` parts cannot split the region: the first dimension with fewer rows than
+    parts, or that n does not divide while its op maps it onto a dimension of another
+    size; None when n fits."""
+    found = _unfit_dim(graph, solution, n)
+    if found is None:
+        return None
+    i, block, dim = found
+    name = graph.ops[i].results[0].name_hint if graph.ops[i].results else None
+    what = f"'{name}'" if name else graph.ops[i].name
+    per = f" ({dim // block} blocks of {block})" if block != dim else ""
+    if block < n:
+        return f"{n} parts exceed dimension {dim}{per} of {what}: one row per part at least"
+    return (
+        f"{n} parts do not divide dimension {dim}{per} of {what}, which its op maps "
+        f"onto a dimension of another size"
+    )
+
+
+def unfit_op(graph: DataflowGraph, solution: AxisSolution, n: int) -> Operation | None:
+    """The op whose dimension `unfit` names (None when n fits)."""
+    found = _unfit_dim(graph, solution, n)
+    return None if found is None else graph.ops[found[0]]

@@ -12,7 +12,14 @@ ValueRef = tuple[int, int]
 
 
 class PartitionError(ValueError):
-    """A planned partition cannot be applied; the message is one user-facing line."""
+    """A planned partition cannot be applied; the message is one user-facing line.
+
+    `op`: the op of the input that stops it, when one does (the pass that reports the error
+    keeps it: `support.errors.pass_failure`, and a tool places the line at the op)."""
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        super().__init__(message)
+        self.op = op
 
 
 def part_sizes(rows: int, n: int) -> list[int]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation
 
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit
+from lancet_mlir.partition.axes import AxisSolution, Option, solve_axes, unfit, unfit_op
 from lancet_mlir.partition.base import PartitionError, node_name
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
@@ -125,7 +125,7 @@ def best_parts(
         if loose is None:
             return Choice(nodes, None, None, base, base)  # no axis for this pair at all
         reason = unfit(graph, loose, search.parts) or f"{search.parts} parts do not fit"
-        raise ForcedPartsError(reason)
+        raise ForcedPartsError(reason, unfit_op(graph, loose, search.parts) or graph.ops[entry])
     best = Choice(nodes, None, None, base, base)
     # a solution per count (uneven counts too): the axis that allows n parts may differ
     # from the one for 2; every count is costed, the cheapest wins (ties: fewer parts)
@@ -207,7 +207,8 @@ def _plan_pair(
         if search.parts is not None:
             raise ForcedPartsError(
                 f"the MoE layer of '{node_name(graph, entry)}' interleaves in program "
-                "order with an earlier one (each layer's ops must form one range)"
+                "order with an earlier one (each layer's ops must form one range)",
+                graph.ops[entry],
             )
         return
     choice = choose_range(graph, entry, exit_, time_of, available, search)

@@ -171,7 +171,8 @@ def check_reassembly(graph: DataflowGraph, spans: list[ExpertSpan]) -> None:
             if shape is None or shape[axis] != span.group * span.capacity:
                 raise PartitionError(
                     f"cannot reassemble '{v.name_hint or 'a value'}' from its chunks "
-                    f"(dim {axis} is not group x capacity) for its uses outside the expert block"
+                    f"(dim {axis} is not group x capacity) for its uses outside the expert block",
+                    graph.ops[ref[0]],
                 )
 
 

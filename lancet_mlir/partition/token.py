@@ -151,11 +151,13 @@ def _readers(graph: DataflowGraph, v: SSAValue) -> list[tuple[int, int]]:
         if node is None and use.operation is graph.terminator:
             raise PartitionError(
                 f"token parts: the block returns {_value_name(v)}, a value of the MoE layer "
-                "that token parts do not rebuild"
+                "that token parts do not rebuild",
+                use.operation,
             )
         if node is None:
             raise PartitionError(
-                f"{_value_name(v)} is read inside a nested region: not partitioned by tokens"
+                f"{_value_name(v)} is read inside a nested region: not partitioned by tokens",
+                use.operation,
             )
         out.append((node, use.index))
     return sorted(out)
@@ -175,7 +177,9 @@ def _only_reader(
     `operand` (None when there is none); any second such reader is an error."""
     found = sorted({n for n, _ in _readers(graph, v) if _reads_as(graph.ops[n], cls, operand, v)})
     if len(found) > 1:
-        raise PartitionError(f"{_value_name(v)} has {len(found)} {cls.KERNEL.name} readers")
+        raise PartitionError(
+            f"{_value_name(v)} has {len(found)} {cls.KERNEL.name} readers", graph.ops[found[1]]
+        )
     return found[0] if found else None
 
 
@@ -187,11 +191,14 @@ def _reads_as(
 
 def _a2a(graph: DataflowGraph, node: int | None, axes: tuple[int, int], what: str) -> int:
     if node is None or a2a_axes(graph.ops[node]) != axes:
-        raise PartitionError(f"token parts: {what} is not a single all-to-all {axes}")
+        raise PartitionError(
+            f"token parts: {what} is not a single all-to-all {axes}",
+            None if node is None else graph.ops[node],
+        )
     op = graph.ops[node]
     shape = shape_of(op.operands[0])
     if shape is None or len(shape) != 3:
-        raise PartitionError(f"token parts: {what} must move a rank-3 tensor")
+        raise PartitionError(f"token parts: {what} must move a rank-3 tensor", op)
     return node
 
 
@@ -218,13 +225,24 @@ def _between(graph: DataflowGraph, lo: int, hi: int) -> list[int]:
 
 def find_layer(graph: DataflowGraph, gate: int) -> TokenLayer:
     """The forward (and, when present, backward) ops of the MoE layer of `gate`; raises
-    PartitionError with a one-line reason when the layer cannot be split by tokens."""
+    PartitionError with a one-line reason when the layer cannot be split by tokens, about
+    the op that stops it (the gate when no other op does)."""
+    try:
+        return _find_layer(graph, gate)
+    except PartitionError as exc:
+        if exc.op is None:
+            exc.op = graph.ops[gate]
+        raise
+
+
+def _find_layer(graph: DataflowGraph, gate: int) -> TokenLayer:
     g = graph.ops[gate]
     if kernel_param(g, "gate") != "switch":
         raise PartitionError(
             f"token parts need the switch gate ('{node_name(graph, gate)}' is "
             f"{kernel_param(g, 'gate')}): top2 places second choices after every token's "
-            f"first choice, so a part's slots depend on later tokens"
+            f"first choice, so a part's slots depend on later tokens",
+            g,
         )
     combine_v, dispatch_v = g.results
     logits = g.operands[0]
@@ -323,7 +341,8 @@ def _classify(graph: DataflowGraph, layer: TokenLayer) -> None:
             if node not in inside:
                 raise PartitionError(
                     f"token parts: '{node_name(graph, node)}' reads the window value "
-                    f"{_value_name(v)} outside the MoE layer"
+                    f"{_value_name(v)} outside the MoE layer",
+                    g[node],
                 )
 
 
@@ -333,7 +352,7 @@ def _classify_op(graph: DataflowGraph, node: int, slots: dict[SSAValue, Slot], g
     for v in o.operands:
         s = slots.get(v)
         if s == PARTIAL:
-            raise PartitionError(f"token parts: '{node_name(graph, node)}' reads a partial sum")
+            raise PartitionError(f"token parts: '{node_name(graph, node)}' reads a partial sum", o)
         want.append(s)
     for cin, cout in op_options(o, (1, group)):
         if list(cin) == want:
@@ -341,7 +360,7 @@ def _classify_op(graph: DataflowGraph, node: int, slots: dict[SSAValue, Slot], g
                 slots[r] = s
             return
     raise PartitionError(
-        f"token parts: the registry has no row-wise rule for '{node_name(graph, node)}'"
+        f"token parts: the registry has no row-wise rule for '{node_name(graph, node)}'", o
     )
 
 
@@ -350,7 +369,8 @@ def _check_exchange(
 ) -> None:
     if slots.get(graph.ops[node].operands[0]) != (1, group):
         raise PartitionError(
-            f"token parts: '{node_name(graph, node)}' does not move the expert-side rows"
+            f"token parts: '{node_name(graph, node)}' does not move the expert-side rows",
+            graph.ops[node],
         )
 
 
@@ -378,7 +398,9 @@ class TokenBuilder:
         available: Available,
     ):
         if not 2 <= n <= layer.tokens:
-            raise PartitionError(f"token parts: {n} parts for {layer.tokens} tokens")
+            raise PartitionError(
+                f"token parts: {n} parts for {layer.tokens} tokens", graph.ops[layer.gate]
+            )
         self.graph = graph
         self.layer = layer
         self.n = n
@@ -397,7 +419,7 @@ class TokenBuilder:
         self.experts, self.capacity, self.hidden = ins
         self.group = outs[1] // ins[1]
         if self.experts % self.group:
-            raise PartitionError("token parts: experts do not divide among the ranks")
+            raise PartitionError("token parts: experts do not divide among the ranks", entry)
         self.local = self.experts // self.group
         self.offsets: list[SSAValue] = []
         self.counts: list[SSAValue] = []

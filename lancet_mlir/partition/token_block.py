@@ -86,7 +86,8 @@ def plan_token_block(graph: DataflowGraph, time_of: OpCost, search: TokenSearch)
                 raise PartitionError(
                     f"token parts: the MoE layer of '{node_name(graph, layer.gate)}' "
                     "interleaves in program order with an earlier one (each layer's ops must "
-                    "form one range)"
+                    "form one range)",
+                    graph.ops[layer.gate],
                 )
             continue
         chosen.append(plan)
@@ -111,7 +112,8 @@ def best_token_plan(
     if search.parts is not None and search.parts > layer.tokens:
         raise PartitionError(
             f"{search.parts} token parts exceed the {layer.tokens} tokens "
-            f"of '{node_name(graph, layer.gate)}'"
+            f"of '{node_name(graph, layer.gate)}'",
+            graph.ops[layer.gate],
         )
     top = min(search.max_parts, layer.tokens)
     counts = [search.parts] if search.parts is not None else list(range(2, top + 1))

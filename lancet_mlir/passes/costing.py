@@ -42,7 +42,7 @@ from lancet_mlir.cost.settings import CostSettings, check_names, module_cost_set
 from lancet_mlir.passes.options import check_int, check_number
 from lancet_mlir.sim.blocks import ModuleSimulation
 from lancet_mlir.sim.options import SimOptions, module_sim_options, resolve_sim_options
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, pass_failure
 
 
 @dataclass(frozen=True)
@@ -145,4 +145,4 @@ def _as_pass_failure(pass_name: str) -> Iterator[None]:
     try:
         yield
     except (UserError, ValueError) as exc:
-        raise PassFailedException(f"{pass_name}: {exc}") from None
+        raise pass_failure(pass_name, exc) from None

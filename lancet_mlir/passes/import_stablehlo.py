@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.importers.stablehlo import import_stablehlo
 from lancet_mlir.passes.options import CheckedOptions, check_int
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, pass_failure
 
 
 @dataclass(frozen=True)
@@ -43,4 +42,4 @@ class ImportStablehloPass(CheckedOptions, ModulePass):
         try:
             import_stablehlo(op, self.world_size)
         except UserError as exc:
-            raise PassFailedException(f"{self.name}: {exc}") from None
+            raise pass_failure(self.name, exc) from None

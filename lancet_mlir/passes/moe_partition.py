@@ -35,6 +35,7 @@ from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
+from lancet_mlir.support.errors import pass_failure
 
 ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
@@ -174,7 +175,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         try:
             plan = plan_capacity_block(graph, time_of, search)
         except ForcedPartsError as exc:
-            raise PassFailedException(f"{self.name}: {exc}") from None
+            raise pass_failure(self.name, exc) from None
         if not plan.regions:
             return
         if self.parts is None:
@@ -199,7 +200,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         try:
             chosen = plan_token_block(graph, time_of, search)
         except PartitionError as exc:
-            raise PassFailedException(f"{self.name}: {exc}") from None
+            raise pass_failure(self.name, exc) from None
         if not chosen:
             return
         if self.parts is None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import apply_order, check_dominance, schedulable_blocks
@@ -20,6 +19,7 @@ from lancet_mlir.partition import (
 )
 from lancet_mlir.partition.base import node_name
 from lancet_mlir.passes.options import CheckedOptions, check_int
+from lancet_mlir.support.errors import OpError, pass_failure
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class TutelPipelinePass(CheckedOptions, ModulePass):
             try:
                 check_reassembly(graph, spans)
             except PartitionError as exc:
-                raise PassFailedException(f"{self.name}: {exc}") from None
+                raise pass_failure(self.name, exc) from None
             plans.append((graph, spans))
         for graph, spans in plans:
             PartitionRewriter(graph, self.degree).rewrite(spans)
@@ -80,7 +80,8 @@ class TutelPipelinePass(CheckedOptions, ModulePass):
     def _check_divisible(self, graph: DataflowGraph, span: ExpertSpan) -> None:
         if span.capacity % self.degree == 0:
             return
-        raise PassFailedException(
+        raise OpError(
             f"{self.name}: capacity {span.capacity} of the expert block entered by "
-            f"'{node_name(graph, span.entry)}' is not divisible by degree {self.degree}"
+            f"'{node_name(graph, span.entry)}' is not divisible by degree {self.degree}",
+            graph.ops[span.entry],
         )

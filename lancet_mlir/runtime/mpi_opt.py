@@ -57,7 +57,7 @@ def run_on_rank0_and_broadcast(main: Any) -> str:
             text = _run_driver(main)
             payload = (None, text, _digest(text))
         except Exception as exc:  # noqa: BLE001 - every rank must learn of the failure
-            payload = (one_line(exc), "", "")
+            payload = (_error_line(main, exc), "", "")
     error, text, digest = comm.bcast(payload, root=0)
     if error is not None:
         raise agreed_failure(rank, 0, error)
@@ -101,6 +101,13 @@ def _agree_on_input(comm: Any, rank: int, path: str | None) -> None:
             raise agreed_failure(rank, other, "its input differs from rank 0's (sha256 "
                                  f"{digest[:12]} vs {states[0][1][:12]}); every rank must be "
                                  "given the same module")  # fmt: skip
+
+
+def _error_line(main: Any, exc: BaseException) -> str:
+    """Rank 0's error line: placed at its op as without --mpi (the driver's `error_line`),
+    or the exception's own line for a driver that has none."""
+    error_line = getattr(main, "error_line", None)
+    return str(error_line(exc)) if callable(error_line) else one_line(exc)
 
 
 def _emit(main: Any, text: str) -> None:

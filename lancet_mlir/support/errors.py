@@ -9,7 +9,16 @@ from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyExcepti
 
 
 class UserError(Exception):
-    """An error caused by the user's input or options; CLIs print it as one line, exit code 1."""
+    """An error caused by the user's input or options; CLIs print it as one line, exit code 1.
+
+    `op`: the op of the input the error is about, when there is one (a bad attribute, an op
+    a pass cannot handle). The message still names it in words, for callers that know no
+    file; a tool that parsed the file places the line at the op (`file:line:col: %name =
+    op.name: ...`, support/locations.py)."""
+
+    def __init__(self, *args: object, op: Operation | None = None) -> None:
+        super().__init__(*args)
+        self.op = op
 
 
 class OptionError(UserError):
@@ -41,6 +50,18 @@ class OpError(PassFailedException):
             where = f"{location.filename.data}:{location.line.data}:{location.column.data}"
             message = f"{where}: {message}"
         super().__init__(message)
+
+
+def op_of(exc: BaseException) -> Operation | None:
+    """The op an exception is about (its `op` attribute), or None."""
+    op = getattr(exc, "op", None)
+    return op if isinstance(op, Operation) else None
+
+
+def pass_failure(pass_name: str, exc: BaseException) -> OpError:
+    """The failure of pass `pass_name` caused by `exc` (a UserError, PartitionError, ...):
+    `pass-name: message`, about the same op as `exc` (if any), so that a tool places it."""
+    return OpError(f"{pass_name}: {exc}", op_of(exc))
 
 
 class OpVerifyError(VerifyException):

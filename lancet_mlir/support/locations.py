@@ -8,25 +8,35 @@ turns an exception into the one line the tools print:
 
     model.mlir:14:10: %5 = comm.all_to_all: result #0 shape [2, 64, 64] does not match ...
 
-* an exception with an `op` attribute (lancet-mlir's OpError, raised by checks and passes)
-  is placed at that op;
+* an exception with an `op` attribute is placed at that op: lancet-mlir's OpError (checks,
+  passes; `support.errors.pass_failure` keeps the op of the error a pass reports), a
+  UserError or PartitionError given `op=` (a bad attribute, an op a pass cannot handle);
+  its message leads with the pass name and names the op in words, for callers that know no
+  file (xdsl-opt), and the line drops the op name the label repeats:
+
+    model.mlir:63:5: %l1_expert_in = comm.all_to_all: tutel-pipeline: capacity 4 of ...
+
 * an xDSL VerifyException (it names no op) is placed at the first op, in textual order, whose
   own verifier fails (re-run op by op);
 * anything else, or an op a pass created (no span), gets the file name alone.
+
+The tools (lancet-opt, also under `--mpi`; lancet-run; lancet-profile measure) turn an
+exception into their line with `tool_message`.
 """
 
 from __future__ import annotations
 
+import re
 import weakref
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 
-from lancet_mlir.support.errors import one_line
+from lancet_mlir.support.errors import UserError, one_line, op_of
 
 SPANS: weakref.WeakKeyDictionary[Operation, Span] = weakref.WeakKeyDictionary()
 """The span of the first token of every op a LocatingParser parsed."""
@@ -64,13 +74,36 @@ def where(op: Operation | None, line_offset: int = 0) -> str | None:
     return f"{loc.file}:{loc.line + line_offset}:{loc.col}"
 
 
+_RESULTS = re.compile(r"(%[^\s,=:()]+(?::\d+)?(?:\s*,\s*%[^\s,=:()]+(?::\d+)?)*)\s*=")
+"""The result list an op's text starts with: `%a, %b =`, `%42 =`, `%x:2 =`."""
+
+
+def result_names(op: Operation) -> list[str]:
+    """The op's SSA result names as the input wrote them (`%42`, `%x:2`), read from the
+    text at its span (xDSL keeps no name hint for a number); for an op not parsed here,
+    its name hints (`%?` for a result without one)."""
+    span = SPANS.get(op)
+    content = span.input.content if span is not None else None
+    if isinstance(content, str):
+        assert span is not None
+        found = _RESULTS.match(content, span.start)
+        if found is not None:
+            return [n.strip() for n in found.group(1).split(",")]
+    return [f"%{r.name_hint}" if r.name_hint else "%?" for r in op.results]
+
+
 def op_label(op: Operation) -> str:
-    """How an error line names an op: `%r = comm.all_to_all` (results with their SSA names,
-    `%?` for an unnamed one), or the op name alone when it has no result."""
+    """How an error line names an op: `%r = comm.all_to_all` (results with their SSA names
+    as written, `%?` for an unnamed one), or the op name alone when it has no result."""
+    name = _display_name(op)
     if not op.results:
-        return op.name
-    names = ", ".join(f"%{r.name_hint}" if r.name_hint else "%?" for r in op.results)
-    return f"{names} = {op.name}"
+        return name
+    return f"{', '.join(result_names(op))} = {name}"
+
+
+def _display_name(op: Operation) -> str:
+    """The op's name as written in the input, also for an unregistered op."""
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
 def failing_op(module: Operation) -> tuple[Operation, VerifyException] | None:
@@ -106,14 +139,36 @@ def with_location(op: Operation | None, message: str, source: str) -> str:
         return f"{source}: {message}"
     if message.startswith(place):
         return message
-    for prefix in (f"{op.name}: ", f"'{op.name}': "):
-        if message.startswith(prefix):
-            message = message[len(prefix):]
-            break
-    names = [f"%{r.name_hint}" for r in op.results if r.name_hint]
-    if names and any(n in message for n in names):
+    message = _without_op_name(op, message)
+    names = [n.split(":")[0] for n in result_names(op) if n != "%?"]
+    if names and any(re.search(rf"{re.escape(n)}(?![\w$.-])", message) for n in names):
         return f"{place}: {message}"
     return f"{place}: {op_label(op)}: {message}"
+
+
+def _without_op_name(op: Operation, message: str) -> str:
+    """`message` without its leading `op.name: ` (the label says it), also after the
+    `pass-name: ` a pass failure starts with (`simulate: comm.allreduce: ...`)."""
+    names = {op.name, _display_name(op)}
+    prefixes = [p for n in sorted(names) for p in (f"{n}: ", f"'{n}': ")]
+    head, sep, rest = message.partition(": ")
+    for prefix in prefixes:
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    if sep and " " not in head:  # a pass name
+        for prefix in prefixes:
+            if rest.startswith(prefix):
+                return f"{head}: {rest[len(prefix):]}"
+    return message
+
+
+def tool_message(exc: BaseException, source: str, module: Operation | None = None) -> str:
+    """The error line a tool prints for `exc`, raised while reading, verifying or
+    transforming the module parsed from `source`: a UserError that names no op of the
+    file as it is (it names its own subject), else `located_message`."""
+    if isinstance(exc, UserError) and where(op_of(exc)) is None:
+        return one_line(exc)
+    return located_message(exc, source, module)
 
 
 def located_message(exc: BaseException, source: str, module: Operation | None = None) -> str:

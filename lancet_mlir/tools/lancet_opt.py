@@ -55,8 +55,9 @@ from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.sim import outputs
+from lancet_mlir.support.errors import op_of
 from lancet_mlir.support.files import STDOUT, OutputSet, decode_text, write_atomic
-from lancet_mlir.support.locations import LocatingParser, located_message
+from lancet_mlir.support.locations import LocatingParser, tool_message
 from lancet_mlir.support.provenance import lancet_mlir_version
 from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
@@ -267,6 +268,12 @@ class LancetOptMain(xDSLOptMain):
             return [diagnostics.exception_diagnostic(exc, lines)], None
         return [], module
 
+    def error_line(self, exc: BaseException) -> str:
+        """The one line of an error raised while reading, verifying or transforming the
+        input: placed at the op it is about (`file:line:col: %name = op: ...`) when that op
+        came from the input file (support/locations.py)."""
+        return tool_message(exc, self.args.input_file or "<stdin>", self.current_module)
+
     def commit_output(self) -> None:
         """Stage the buffered module text as the primary output (`-o`, default stdout)."""
         if self._pending_output is None:
@@ -315,12 +322,13 @@ def main(args: Sequence[str] | None = None) -> None:
         driver = agree_on_setup(lambda: LancetOptMain(args=args), lambda d: args_fingerprint(d.args))
         try:
             driver.run()
-        except (ParseError, OSError, UserError):
+        except (ParseError, OSError):
             raise
         except Exception as exc:
+            if isinstance(exc, UserError) and op_of(exc) is None:
+                raise  # AgreedError too: every MPI rank knows of it
             # place verifier and pass errors at their op (file:line:col and SSA name)
-            source = driver.args.input_file or "<stdin>"
-            raise UserError(located_message(exc, source, driver.current_module)) from exc
+            raise UserError(driver.error_line(exc)) from exc
         return 0
 
     run_cli("lancet-opt", body)

@@ -168,8 +168,8 @@ def test_lancet_opt_reports_a_bad_fill_on_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out.mlir"
     proc = run_tool(["lancet-opt", str(src), "-p", "simulate", "-o", str(out)])
     assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines() == [
-        "lancet-opt: error: comm.allreduce: lancet.fill must be a number in (0, 1], got "
-        "2.000000e+00 : f64"
+    assert proc.stderr.strip().splitlines() == [  # placed at the op (issue 20 item 3)
+        f"lancet-opt: error: {src}:10:5: %r1 = comm.allreduce: lancet.fill must be a number "
+        "in (0, 1], got 2.000000e+00 : f64"
     ]
     assert not out.exists()

@@ -253,8 +253,10 @@ def test_cli_bad_reduction(tmp_path: Path) -> None:
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("lancet-opt: error: ")
-    assert lines[0].endswith("stablehlo.reduce_scatter: unsupported reduction 'stablehlo.xor'")
+    assert lines[0] == (  # placed at the collective (issue 20 item 3)
+        f"lancet-opt: error: {path}:39:5: %13 = stablehlo.reduce_scatter: import-stablehlo: "
+        "unsupported reduction 'stablehlo.xor'"
+    )
 
 
 def test_unsupported_reduction_raises_user_error() -> None:
@@ -351,7 +353,7 @@ def test_mismatched_async_pair_names_the_done(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert res.stdout == ""
     assert res.stderr.strip().splitlines() == [
-        f"lancet-opt: error: {path}: import-stablehlo: stablehlo.async_done: returns "
+        f"lancet-opt: error: {path}:7:3: %3 = stablehlo.async_done: import-stablehlo: returns "
         "(tensor<4xf32>) but the wrapped stablehlo.all_gather computes (tensor<8xf32>)"
     ]
 

@@ -117,8 +117,9 @@ def test_refusal_is_one_line_on_the_command_line(tmp_path) -> None:
     res = run_tool(["lancet-opt", str(src), "-p", "moe-partition{parts=5}"])
     assert res.returncode != 0
     assert res.stderr == (
-        f"lancet-opt: error: {src}: moe-partition: 5 parts exceed dimension 4 (2 blocks of 2) "
-        "of 'l1_dispatched': one row per part at least\n"
+        f"lancet-opt: error: {src}:62:5: %l1_dispatched = comp.moe_dispatch: moe-partition: "
+        "5 parts exceed dimension 4 (2 blocks of 2) of 'l1_dispatched': one row per part at "
+        "least\n"  # placed at the op whose dimension is too small (issue 20 item 3)
     )
 
 

@@ -53,7 +53,7 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     ops = list(module.walk())
     for op in ops:
         if hlo_kind(op) in UNSUPPORTED_COLLECTIVES:
-            raise UserError(f"{op_display_name(op)}: unsupported collective")
+            raise UserError(f"{op_display_name(op)}: unsupported collective", op=op)
     collectives = [op for op in ops if hlo_kind(op) in COLLECTIVES]
     summary.world_size = _world_size(module, collectives, world_size)
     if summary.world_size is not None:

@@ -107,9 +107,9 @@ def replica_groups(op: Operation) -> GroupsAttr | None:
     where = op_display_name(op)
     attr = hlo_attr(op, "replica_groups")
     if attr is None:
-        raise UserError(f"{where}: missing replica_groups")
+        raise UserError(f"{where}: missing replica_groups", op=op)
     if not isinstance(attr, DenseIntOrFPElementsAttr):
-        raise UserError(f"{where}: unsupported replica_groups {attr}")
+        raise UserError(f"{where}: unsupported replica_groups {attr}", op=op)
     shape = list(attr.get_shape() or ())
     values = [int(v) for v in attr.get_values()]
     if not values:
@@ -118,11 +118,11 @@ def replica_groups(op: Operation) -> GroupsAttr | None:
     rows = [values[i : i + width] for i in range(0, len(values), width)]
     groups = [[r for r in row if r >= 0] for row in rows]  # XLA pads uneven groups with -1
     if len({len(g) for g in groups}) != 1:
-        raise UserError(f"{where}: replica groups of different sizes are not supported")
+        raise UserError(f"{where}: replica groups of different sizes are not supported", op=op)
     try:
         return GroupsAttr(groups)
     except Exception as exc:  # noqa: BLE001 - the attribute verifier names the problem
-        raise UserError(f"{where}: bad replica_groups: {exc}") from exc
+        raise UserError(f"{where}: bad replica_groups: {exc}", op=op) from exc
 
 
 def _reduction(op: Operation) -> ReductionAttr:
@@ -131,13 +131,13 @@ def _reduction(op: Operation) -> ReductionAttr:
     block = op.regions[0].blocks.first if op.regions else None
     terminator = block.last_op if block is not None else None
     if terminator is None or not terminator.operands:
-        raise UserError(f"{where}: missing reduction region")
+        raise UserError(f"{where}: missing reduction region", op=op)
     owner = terminator.operands[0].owner
     name = hlo_kind(owner) if isinstance(owner, Operation) else None
     kind = _REDUCTIONS.get(name or "")
     if kind is None:
         what = op_display_name(owner) if isinstance(owner, Operation) else "a block argument"
-        raise UserError(f"{where}: unsupported reduction '{what}'")
+        raise UserError(f"{where}: unsupported reduction '{what}'", op=op)
     return ReductionAttr(kind)
 
 
@@ -145,7 +145,7 @@ def _required_int(op: Operation, name: str) -> int:
     """A dimension attribute the HLO op must carry (no silent default of 0)."""
     value = hlo_int(op, name)
     if value is None:
-        raise UserError(f"{op_display_name(op)}: missing {name}")
+        raise UserError(f"{op_display_name(op)}: missing {name}", op=op)
     return value
 
 
@@ -164,7 +164,7 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
     where = op_display_name(op)
     for v in operands:
         if not isinstance(v.type, TensorType):
-            raise UserError(f"{where}: operand of type {v.type} is not a tensor")
+            raise UserError(f"{where}: operand of type {v.type} is not a tensor", op=op)
     kind = kind_aliases().get(hlo_kind(op) or "")  # all_reduce -> allreduce, ...
     groups = replica_groups(op)
     props: dict[str, Attribute | None] = {"groups": groups}
@@ -185,7 +185,7 @@ def lower(op: Operation, operands: list[SSAValue], result_types: list[Attribute]
         concat = _required_int(op, "concat_dimension")
         count = hlo_int(op, "split_count")
         if groups is not None and count is not None and count != len(groups.rank_lists[0]):
-            raise UserError(f"{where}: split_count {count} differs from the group size")
+            raise UserError(f"{where}: split_count {count} differs from the group size", op=op)
         props["split_axis"] = IntegerAttr(split, i64)
         props["concat_axis"] = IntegerAttr(concat, i64)
         comm = AllToAllOp(operands, result_types, props)
@@ -202,9 +202,9 @@ def _lower_array_all_to_all(
     where = op_display_name(op)
     size = len(groups.rank_lists[0]) if groups is not None else None
     if size is not None and len(operands) != size:
-        raise UserError(f"{where}: {len(operands)} operands for a group of {size} ranks")
+        raise UserError(f"{where}: {len(operands)} operands for a group of {size} ranks", op=op)
     if len({str(v.type) for v in operands}) != 1:
-        raise UserError(f"{where}: array all-to-all operands must have one type")
+        raise UserError(f"{where}: array all-to-all operands must have one type", op=op)
     glue = {attrs.TIME_US: 0.0, attrs.IMPORT_GLUE: UnitAttr()}
     try:
         concat = build_op("concat", operands, {"axis": 0}, attrs=glue)
@@ -212,7 +212,7 @@ def _lower_array_all_to_all(
         comm = AllToAllOp([joined], [joined.type], {"groups": groups})
         split = build_op("split", [comm.results[0]], {"axis": 0, "num": len(operands)}, glue)
     except Exception as exc:  # noqa: BLE001 - unsupported element types etc.
-        raise UserError(f"{where}: cannot express the array all-to-all: {exc}") from exc
+        raise UserError(f"{where}: cannot express the array all-to-all: {exc}", op=op) from exc
     comm.attributes[attrs.HLO_OP] = StringAttr(where)
     return Lowered([concat], comm, split, list(split.results))
 

@@ -12,6 +12,8 @@ Ops are HLO ops of unregistered dialects, so the patterns match on `hlo_kind`, n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import SymbolRefAttr, UnitAttr
@@ -31,6 +33,17 @@ from lancet_mlir.importers.stablehlo.lowering import (
     verify_comm,
 )
 from lancet_mlir.support.errors import UserError
+
+
+@contextmanager
+def _about(op: Operation) -> Iterator[None]:
+    """A UserError raised meanwhile that names no op is about `op` (the matched op)."""
+    try:
+        yield
+    except UserError as exc:
+        if exc.op is None:
+            exc.op = op
+        raise
 
 
 @dataclass
@@ -123,7 +136,8 @@ def _check_done_types(done: Operation, wrapped: list[Attribute], collective: Ope
     if got != wrapped:
         raise UserError(
             f"{op_display_name(done)}: returns ({', '.join(map(str, got))}) but the wrapped "
-            f"{op_display_name(collective)} computes ({', '.join(map(str, wrapped))})"
+            f"{op_display_name(collective)} computes ({', '.join(map(str, wrapped))})",
+            op=done,
         )
 
 
@@ -144,12 +158,16 @@ class ConvertAsyncCollective(RewritePattern):
         """Convert `op` when it is an async_start wrapping exactly one collective."""
         if hlo_kind(op) != "async_start":
             return
+        with _about(op):
+            self._convert(op, rewriter)
+
+    def _convert(self, op: Operation, rewriter: PatternRewriter) -> None:
         body = _async_body(op, self.funcs)
         if body is None:
             return
         updates, done = _async_chain(op)
         if done.parent_block() is not op.parent_block():
-            raise UserError(f"{op_display_name(op)}: async_done is in a different block")
+            raise UserError(f"{op_display_name(op)}: async_done is in a different block", op=done)
         inner_types = [leaf for r in body.collective.results for leaf in leaf_types(r.type)]
         _check_done_types(done, [inner_types[i] for i in body.result_order], body.collective)
         lowered = lower(body.collective, body.operands, inner_types)
@@ -176,6 +194,10 @@ class ConvertCollective(RewritePattern):
         """Convert `op` when it is an HLO all_reduce/all_gather/reduce_scatter/all_to_all."""
         if hlo_kind(op) not in COLLECTIVES:
             return
+        with _about(op):
+            self._convert(op, rewriter)
+
+    def _convert(self, op: Operation, rewriter: PatternRewriter) -> None:
         where = op_display_name(op)
         operands = [leaf for v in op.operands for leaf in leaves(v, where)]
         types = [leaf for r in op.results for leaf in leaf_types(r.type)]
