@@ -187,3 +187,17 @@ def test_lancet_opt_mpi_error_on_rank0_ends_every_rank(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("lancet-opt: error: rank 0: ")
     assert not out.exists()
+
+
+def test_lancet_opt_mpi_pass_error_is_placed_at_its_op(tmp_path: Path) -> None:
+    """Rank 0's line under --mpi is the located line of a run without it (issue 20 item 3):
+    before, it named no place (`rank 0: moe-partition: 5 parts exceed ...`)."""
+    src = Path(__file__).resolve().parents[1] / "data" / "bad" / "moe_layer.mlir"
+    proc = _opt(2, "--mpi", str(src), "-p", "moe-partition{parts=5}")
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("lancet-opt: error:")]
+    assert lines == [
+        f"lancet-opt: error: rank 0: {src}:6:5: %dispatched = comp.moe_dispatch: moe-partition: "
+        "5 parts exceed dimension 4 (2 blocks of 2) of 'dispatched': one row per part at least"
+    ]
