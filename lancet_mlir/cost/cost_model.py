@@ -337,6 +337,13 @@ _Stamp = tuple[int, int] | None
 _MODELS: dict[CostConfig, tuple[tuple[_Stamp, ...], CostModel]] = {}
 
 
+def forget_unknown_ops() -> None:
+    """Drop the ops every cached model costed 0 so far without warning (a run that failed
+    before `warn_unknown`): a later run in the same process warns only about its own."""
+    for _, model in _MODELS.values():
+        model._unknown.clear()
+
+
 def _file_stamps(cfg: CostConfig) -> tuple[_Stamp, ...]:
     """(size, mtime in ns) of every file of `cfg`, None for a file that cannot be read (its
     error is raised when the model is built)."""

@@ -184,7 +184,13 @@ class LancetOptMain(xDSLOptMain):
     def apply_passes(self, prog: ModuleOp) -> None:
         before = opt_outputs.before_pipeline(prog, self.args)
         with outputs.invocation(self.args.input_file, self.args.passes):
-            super().apply_passes(prog)
+            try:
+                super().apply_passes(prog)
+            except BaseException:
+                from lancet_mlir.cost.cost_model import forget_unknown_ops
+
+                forget_unknown_ops()  # the failed run warns of nothing, nor does the next one
+                raise
             with self.timer.stage(OUTPUTS_STAGE):
                 opt_outputs.after_pipeline(self.ctx, prog, self.args, self.pipeline.passes, before)
 

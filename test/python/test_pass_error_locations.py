@@ -117,3 +117,24 @@ def test_every_result_list_is_named_as_written(names: list[str]) -> None:
     )
     op = next(o for o in module.walk() if o.name == "test.op")
     assert op_label(op) == f"{results} = test.op"
+
+
+def test_a_failed_run_leaves_no_warning_for_the_next_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """moe-partition costs the unknown `foo.act` at 0 and then fails; the next lancet-opt run
+    in the same process (an embedding, the bad-input corpus) printed the failed run's
+    `no time for 1 op kind(s) ... foo.act` warning before the fix."""
+    from lancet_mlir.tools.lancet_opt import main
+
+    with pytest.raises(SystemExit):
+        main(["--allow-unregistered-dialect", str(BAD / "moe_unknown_op.mlir"),
+              "-p", "moe-partition{axis=token parts=2}"])  # fmt: skip
+    assert capsys.readouterr().err == (
+        f"lancet-opt: error: {BAD}/moe_unknown_op.mlir:9:5: %act = foo.act: moe-partition: "
+        "token parts: the registry has no row-wise rule for 'act'\n"
+    )
+    with pytest.raises(SystemExit) as info:
+        main([str(BAD / "ok.mlir"), "-p", "simulate"])
+    assert info.value.code == 0
+    assert capsys.readouterr().err == ""
