@@ -19,12 +19,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python examples/demo.py
 
+# two phases: the tests in parallel (one worker per core, at most 4), then the `serial` ones
+# (they measure time or start MPI ranks) alone; both run, and either failing fails the target
+PYTEST := PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q
 test: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q -m "not slow" test/python
+	$(PYTEST) -n auto --maxprocesses 4 --dist worksteal -m "not slow and not serial" test/python; \
+	parallel=$$?; \
+	$(PYTEST) -m "serial and not slow" test/python; \
+	serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 # everything, the slow tests too: the README/docs commands at their documented sizes
 test-full: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q test/python
+	$(PYTEST) test/python
 
 lit: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/lit -v test

@@ -128,6 +128,7 @@ def test_measure_cli_writes_a_profile(tmp_path: Path) -> None:
     assert "collective op key(s) not measured by the cpu back-end" in proc.stderr
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_measure_under_mpi_averages_the_ranks(tmp_path: Path) -> None:
     out = tmp_path / "prof.json"
@@ -235,6 +236,7 @@ def test_cuda_backend_measures_on_the_gpu() -> None:
     backend.close()
 
 
+@pytest.mark.serial
 def test_measure_under_mpi_with_rank_in_output_writes_one_profile_per_rank(tmp_path: Path) -> None:
     pattern = str(tmp_path / "prof.{rank}.json")
     proc = _profile_cli(str(DATA / "moe_step_w1.mlir"), "--iters", "2", "--warmup", "0",

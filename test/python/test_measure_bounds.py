@@ -63,6 +63,7 @@ class SlowBackend(NumpyBackend):
         return slow
 
 
+@pytest.mark.serial  # measures time: run alone
 def test_the_budget_bounds_warm_ups_too() -> None:
     # 3 keys x (5 warm-ups + 20 runs) x 0.1 s would be 7.5 s; the old code ran every
     # warm-up of the first round (1.5 s) before it looked at the clock
@@ -78,6 +79,7 @@ def test_the_budget_bounds_warm_ups_too() -> None:
     assert round_plan(MeasureOptions(warmup=5, iters=20)) == [(5, 7), (1, 7), (1, 6)]
 
 
+@pytest.mark.serial  # measures time: run alone
 def test_a_key_predicted_to_end_past_the_deadline_is_not_started() -> None:
     module = parse_module_text(THREE).module
     pace = RunPace()
@@ -91,6 +93,7 @@ def test_a_key_predicted_to_end_past_the_deadline_is_not_started() -> None:
     assert pace.predict(big) == pytest.approx(1e-3 * 11265 / 321)
 
 
+@pytest.mark.serial  # measures time: run alone
 def test_keys_the_budget_never_reached_are_reported_unmeasured() -> None:
     module = parse_module_text(THREE).module
     db, _, stats = measure_with_stats(module, SlowBackend(0.2), warmup=0, iters=3,

@@ -71,6 +71,7 @@ def test_measure_records_rounds_statistic_and_threads() -> None:
         assert entry.min_us <= extra["median_us"] <= entry.max_us
 
 
+@pytest.mark.serial  # measures time: run alone
 def test_max_seconds_times_every_key_once_before_more_rounds() -> None:
     module = parse_module_text(THREE_MATMULS).module
     # 10^5 runs of each key take far longer than the budget on any machine (three tiny
@@ -89,6 +90,7 @@ def _total(path: Path) -> float:
     return sum(k["median_us"] for k in stats.values())
 
 
+@pytest.mark.serial  # measures time: run alone
 def test_two_measurements_agree_under_a_busy_process(tmp_path: Path) -> None:
     src = tmp_path / "m.mlir"
     src.write_text(THREE_MATMULS)

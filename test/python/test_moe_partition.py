@@ -183,6 +183,7 @@ def test_output_does_not_depend_on_the_hash_seed(tmp_path) -> None:
     assert "lancet.part = 1" in outs[0]
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("n", [4, 3])
 def test_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path, n: int) -> None:

@@ -20,7 +20,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 MODULE = str(DATA / "collectives_w2.mlir")
 TIMEOUT = 60
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.serial]
 
 
 def _env(fault: str | None) -> dict[str, str]:

@@ -20,7 +20,7 @@ from lancet_mlir.support.mpi_util import mpiexec_argv
 DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 MODULE = str(DATA / "collectives_w2.mlir")
 TIMEOUT = 90
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.serial]
 
 
 def _env() -> dict[str, str]:

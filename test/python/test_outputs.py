@@ -349,6 +349,7 @@ def test_interrupt_after_a_broken_import_is_still_one_line() -> None:
     assert _run_python(code) == (130, "", "lancet-opt: error: interrupted\n")
 
 
+@pytest.mark.serial
 def test_absurd_simulated_rank_count_fails_at_once(capsys: pytest.CaptureFixture[str]) -> None:
     from lancet_mlir.runtime.limits import MAX_SIMULATED_RANKS
     from lancet_mlir.tools.lancet_run import main

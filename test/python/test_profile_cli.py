@@ -106,6 +106,7 @@ def _sync(tmp_path: Path, ranks: int) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_sync_gives_every_rank_the_same_average(tmp_path: Path, ranks: int) -> None:
@@ -128,6 +129,7 @@ def test_sync_gives_every_rank_the_same_average(tmp_path: Path, ranks: int) -> N
     assert db.metadata["synced_ranks"] == ranks
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_sync_missing_key_fails_on_every_rank(tmp_path: Path, ranks: int) -> None:
@@ -144,6 +146,7 @@ def test_sync_missing_key_fails_on_every_rank(tmp_path: Path, ranks: int) -> Non
     assert not any(tmp_path.glob("out*.json"))
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(120)
 def test_sync_device_mismatch_and_missing_file_fail_everywhere(tmp_path: Path) -> None:
     ProfileDB({MATMUL: ProfileEntry(1.0)}, {"device": "h100"}).save(tmp_path / "in0.json")

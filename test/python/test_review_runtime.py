@@ -480,6 +480,7 @@ def _mpi_run(n: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_three_mpi_ranks_with_groups_equal_simulated_ranks(tmp_path: Path) -> None:
     src = tmp_path / "w3.mlir"
@@ -506,6 +507,7 @@ def _inputs(src: Path, n: int) -> list[list[np.ndarray]]:
     return [function_inputs(func, seed=0, rank=r) for r in range(n)]
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_generated_top2_sgd_f16_model_on_three_mpi_ranks(tmp_path: Path) -> None:
     model = tmp_path / "m.mlir"

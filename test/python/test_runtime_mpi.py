@@ -25,7 +25,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "runtime"
 BIN = Path(sys.executable).parent
 TIMEOUT = 60
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.serial]
 
 
 def _env() -> dict[str, str]:

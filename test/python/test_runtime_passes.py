@@ -162,6 +162,7 @@ def _mpi_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_passes_preserve_values_on_four_mpi_ranks(tmp_path: Path) -> None:
     pairs = []
@@ -188,6 +189,7 @@ def test_passes_preserve_values_on_four_mpi_ranks(tmp_path: Path) -> None:
         assert not bad, (rank, bad)
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_lancet_run_compare_cli_on_four_mpi_ranks(tmp_path: Path) -> None:
     if _missing_pass("lancet-schedule"):

@@ -206,6 +206,7 @@ def _makespan(module, model, sim) -> float:
     return evaluate_fixed_order(graph, times, num_comm_streams=sim.num_comm_streams).makespan_us
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_token_parts_on_four_mpi_ranks_with_lancet_run_compare(tmp_path) -> None:
     cfg = dataclasses.replace(CFG, world_size=4, batch=8)

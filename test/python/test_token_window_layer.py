@@ -93,6 +93,7 @@ def test_windowed_layer_equals_the_whole_layer_on_two_ranks(sizes: list[int]) ->
         assert res.max_abs_err == 0.0
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_windowed_layer_under_mpiexec(tmp_path: Path) -> None:
     whole, parts = tmp_path / "whole.mlir", tmp_path / "parts.mlir"
