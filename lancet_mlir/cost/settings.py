@@ -23,7 +23,7 @@ from lancet_mlir import attrs
 from lancet_mlir.cost.clusters import get_cluster
 from lancet_mlir.cost.cost_model import CostConfig
 from lancet_mlir.cost.devices import get_device
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, about_op
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,13 @@ def _first(value: _T | None, fallback: _T | None) -> _T | None:
 def module_cost_settings(module: Operation) -> CostSettings:
     """The settings of `module`'s `lancet.*` attributes, validated: a bad value raises one
     UserError naming the attribute (`lancet.device: unknown device 'nope' (choices: ...)`).
-    Also checks `lancet.world_size`, which the cost model reads where it costs collectives."""
+    Also checks `lancet.world_size`, which the cost model reads where it costs collectives.
+    The error is about `module` (tools place it at the module's line)."""
+    with about_op(module):
+        return _module_cost_settings(module)
+
+
+def _module_cost_settings(module: Operation) -> CostSettings:
     get = module.attributes.get
     world = get(attrs.WORLD_SIZE)
     if world is not None:

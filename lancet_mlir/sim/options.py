@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from lancet_mlir import attrs
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, about_op
 
 MAX_COMM_STREAMS = 64
 """Most communication streams the simulator accepts: real jobs use a handful (Lancet: 1), and
@@ -64,7 +64,12 @@ def resolve_sim_options(
 
 def module_sim_options(module: Operation) -> SimOptions:
     """The module's `lancet.comm_streams` / `lancet.overlap_slowdown` over the defaults; a bad
-    value raises one UserError naming the attribute."""
+    value raises one UserError naming the attribute, about `module`."""
+    with about_op(module):
+        return _module_sim_options(module)
+
+
+def _module_sim_options(module: Operation) -> SimOptions:
     streams = module.attributes.get(attrs.COMM_STREAMS)
     slowdown = module.attributes.get(attrs.OVERLAP_SLOWDOWN)
     num = None

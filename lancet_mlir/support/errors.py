@@ -3,6 +3,9 @@ one-line rendering of any exception that CLIs print."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
@@ -56,6 +59,18 @@ def op_of(exc: BaseException) -> Operation | None:
     """The op an exception is about (its `op` attribute), or None."""
     op = getattr(exc, "op", None)
     return op if isinstance(op, Operation) else None
+
+
+@contextmanager
+def about_op(op: Operation) -> Iterator[None]:
+    """A UserError raised meanwhile that names no op is about `op` (e.g. the module whose
+    `lancet.*` attribute is bad, the HLO op a pattern matched)."""
+    try:
+        yield
+    except UserError as exc:
+        if exc.op is None:
+            exc.op = op
+        raise
 
 
 def pass_failure(pass_name: str, exc: BaseException) -> OpError:

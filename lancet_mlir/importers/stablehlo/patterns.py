@@ -12,8 +12,6 @@ Ops are HLO ops of unregistered dialects, so the patterns match on `hlo_kind`, n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import SymbolRefAttr, UnitAttr
@@ -32,18 +30,7 @@ from lancet_mlir.importers.stablehlo.lowering import (
     rewire,
     verify_comm,
 )
-from lancet_mlir.support.errors import UserError
-
-
-@contextmanager
-def _about(op: Operation) -> Iterator[None]:
-    """A UserError raised meanwhile that names no op is about `op` (the matched op)."""
-    try:
-        yield
-    except UserError as exc:
-        if exc.op is None:
-            exc.op = op
-        raise
+from lancet_mlir.support.errors import UserError, about_op
 
 
 @dataclass
@@ -158,7 +145,7 @@ class ConvertAsyncCollective(RewritePattern):
         """Convert `op` when it is an async_start wrapping exactly one collective."""
         if hlo_kind(op) != "async_start":
             return
-        with _about(op):
+        with about_op(op):
             self._convert(op, rewriter)
 
     def _convert(self, op: Operation, rewriter: PatternRewriter) -> None:
@@ -194,7 +181,7 @@ class ConvertCollective(RewritePattern):
         """Convert `op` when it is an HLO all_reduce/all_gather/reduce_scatter/all_to_all."""
         if hlo_kind(op) not in COLLECTIVES:
             return
-        with _about(op):
+        with about_op(op):
             self._convert(op, rewriter)
 
     def _convert(self, op: Operation, rewriter: PatternRewriter) -> None:
