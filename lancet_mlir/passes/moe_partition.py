@@ -11,8 +11,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.dialects.comm import module_world_size
-from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.graph.rewrite import check_dominance, schedulable_blocks
+from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
+from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.partition.base import PartitionError
 from lancet_mlir.partition.capacity_plan import (
     CapacitySearch,
@@ -35,6 +35,7 @@ from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.options import CheckedOptions, check_int
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
+from lancet_mlir.sim.regions import CALL_OPS
 from lancet_mlir.support.errors import pass_failure
 
 ALGOS = ("dp", "range")
@@ -145,18 +146,26 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         model = self.cost_model(op)
         sim = self.sim_options(op)
         world = module_world_size(op)
+        bodies = self.module_simulation(op)
 
         times: dict[tuple, float] = {}
 
         def time_of(o: Operation) -> float:
+            # an op with regions (or a call) costs its bodies' simulated makespan, as the
+            # scheduling passes cost it (its bodies were partitioned first)
+            if o.regions or op_display_name(o) in CALL_OPS:
+                nested = bodies.op_duration(o)
+                if nested is not None:
+                    return nested
             # per-part copies share shapes: cost each signature once
             key = _signature(o)
             if key not in times:
                 times[key] = float(model.op_time_us(o, world))
             return times[key]
 
-        for block in schedulable_blocks(op):
-            self._partition_block(block, time_of, sim)
+        for item in bodies.innermost_first():
+            self._partition_block(item.block, time_of, sim)
+            bodies.invalidate(item.block)
         check_dominance(op)
 
     def _partition_block(self, block: Block, time_of: OpCost, sim: SimOptions) -> None:

@@ -220,7 +220,7 @@ class ModuleSimulation:
         not simulated or is being costed (a recursive call)."""
         if block in self._results:
             return self._results[block]
-        item = self._by_block.get(block)
+        item = self._by_block.get(block) or self._adopt(block)
         if item is None or block in self._running:
             return None
         costed = self.costed(block)
@@ -260,6 +260,33 @@ class ModuleSimulation:
                      if (p := body_plan(op, self.functions)) is not None}  # fmt: skip
             known = self._model[block] = (graph, plans, _model_times(graph, self.cost_model, plans))
         return known
+
+    def _adopt(self, block: Block) -> SimBlock | None:
+        """A block a pass made after this simulation was (the body of a copied op with
+        regions), simulated as a nested block; None for function bodies and containers."""
+        parent = block.parent_op()
+        if parent is None or isinstance(parent, FuncOp | ModuleOp) or _is_container(block):
+            return None
+        func = _enclosing_function(parent)
+        item = SimBlock(block, f"<new {op_display_name(parent)}>",
+                        func.sym_name.data if func is not None else None, False)  # fmt: skip
+        self._by_block[block] = item
+        return item
+
+    def op_duration(self, op: Operation) -> float | None:
+        """The duration of `op` costed by its bodies (their simulated makespans in their
+        current order, times their runs; the costliest branch), or None when the cost model
+        costs it (no bodies to cost it by, or a body being costed: a recursive call)."""
+        plan = body_plan(op, self.functions)
+        if plan is None:
+            return None
+        parts = [(r, runs) for b, runs in plan.parts if (r := self.result(b)) is not None]
+        if len(parts) != len(plan.parts):
+            return None
+        spans = [r.summary.makespan_us * runs for r, runs in parts]
+        if plan.alternatives:
+            return max(spans, default=0.0)
+        return float(sum(spans))
 
     def durations(self, block: Block) -> list[float]:
         """The duration (µs) of each node of `DataflowGraph.from_block(block)` (class doc)."""

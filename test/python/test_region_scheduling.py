@@ -270,3 +270,57 @@ def test_dp_mlp_total_is_the_scheduled_shard_map_body(tmp_path: Path) -> None:
                     "--report", str(report)])  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert json.loads(report.read_text())["makespan_us"] == pytest.approx(total)
+
+
+MOE = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @moe(%x: tensor<8x8xf32>, %dm: tensor<8x4x4xf32>, %cm: tensor<8x4x4xf32>, %w: tensor<2x8x8xf32>, %r: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %lb = arith.constant 0 : index
+    %ub = arith.constant 4 : index
+    %st = arith.constant 1 : index
+    %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    scf.for %k = %lb to %ub step %st {
+      %i = "test.op"(%x) {lancet.time_us = 10.0 : f64} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    }
+    %h = comp.batch_matmul %e, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %a = comp.gelu %h : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %b = comm.all_to_all %a split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %y = comp.moe_combine %b, %cm : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    %o = comp.add %y, %r : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    func.return %o : tensor<8x8xf32>
+  }
+}
+"""
+
+
+def test_moe_partition_costs_the_loop_by_its_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lancet_mlir.passes import moe_partition
+
+    seen: list[list[float]] = []
+    original = moe_partition._fixed_order_us
+
+    def recording(graph: DataflowGraph, time_of, sim) -> float:  # noqa: ANN001 - as the pass's
+        seen.append([time_of(o) for o in graph.ops])
+        return original(graph, time_of, sim)
+
+    monkeypatch.setattr(moe_partition, "_fixed_order_us", recording)
+    module = parse(MOE)
+    block = _body(module)
+    loop = [op_display_name(o) for o in block.ops].index("scf.for")
+    assert MODEL.graph_times(DataflowGraph.from_block(block))[loop] == 0.0  # what it saw before
+    run_pipeline(module, "moe-partition")
+    assert seen
+    assert seen[0][loop] == 4 * 10.0  # the block as given: the loop's 4 trips
+
+
+def test_a_copied_region_op_costs_its_new_body() -> None:
+    module = parse(FUSE)
+    block = _body(module)
+    region = next(o for o in block.ops if op_display_name(o) == "scf.execute_region")
+    sim = ModuleSimulation(module, MODEL)
+    assert sim.op_duration(region) == 100.0
+    copy = region.clone()  # as a partitioning pass copies ops: a body no simulation has seen
+    block.insert_op_after(copy, region)
+    assert sim.op_duration(copy) == 100.0
+    assert sim.op_duration(next(iter(block.ops))) is None  # w1: the cost model's
