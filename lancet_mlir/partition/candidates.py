@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir import attrs
+from lancet_mlir.support.locations import clone_located
 
 Stage = Callable[[ModuleOp], None]
 """Partitions a module in place; PassFailedException when it cannot."""
@@ -29,7 +30,7 @@ def partition_candidates(
     before = count_parts(module)
     trials: list[tuple[str, ModuleOp]] = []
     for label, stage in stages:
-        trial = module.clone()
+        trial = clone_located(module)  # an error about one of its ops names the input's line
         try:
             stage(trial)
         except PassFailedException as exc:

@@ -65,6 +65,17 @@ class LocatingParser(Parser):
         return self._current_token.span
 
 
+def clone_located(module: ModuleOp) -> ModuleOp:
+    """A clone of `module` whose ops keep the spans of the ops they copy, so that an error
+    about an op of the clone (a pass trying a candidate on it) is placed in the input."""
+    clone = module.clone()
+    for copy, original in zip(clone.walk(), module.walk(), strict=True):
+        span = SPANS.get(original)
+        if span is not None:
+            SPANS[copy] = span
+    return clone
+
+
 def where(op: Operation | None, line_offset: int = 0) -> str | None:
     """`file:line:col` of the op's first token, or None when it was not parsed here."""
     span = SPANS.get(op) if op is not None else None
