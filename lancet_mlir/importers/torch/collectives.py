@@ -23,6 +23,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from lancet_mlir import attrs
 from lancet_mlir.dialects import comm
 from lancet_mlir.dialects.aten import AtenOp
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.importers.torch.values import SCALAR_INT, size_bound
 from lancet_mlir.support.errors import UserError
 
@@ -32,15 +33,17 @@ BOUND = "lancet.bound"
 """String `upper` on a collective whose sizes are upper bounds of data-dependent ones."""
 
 _NS = "_c10d_functional"
+K = CollectiveKind
 KINDS = {
-    "all_reduce": "allreduce",
-    "all_reduce_coalesced": "allreduce",
-    "all_gather_into_tensor": "allgather",
-    "all_gather_into_tensor_coalesced": "allgather",
-    "reduce_scatter_tensor": "reduce_scatter",
-    "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "all_to_all_single": "all_to_all",
+    "all_reduce": K.ALLREDUCE,
+    "all_reduce_coalesced": K.ALLREDUCE,
+    "all_gather_into_tensor": K.ALLGATHER,
+    "all_gather_into_tensor_coalesced": K.ALLGATHER,
+    "reduce_scatter_tensor": K.REDUCE_SCATTER,
+    "reduce_scatter_tensor_coalesced": K.REDUCE_SCATTER,
+    "all_to_all_single": K.ALL_TO_ALL,
 }
+"""The `_c10d_functional` collectives and the kind each becomes."""
 _REDUCTIONS = {"sum": "sum", "avg": "avg", "max": "max", "min": "min", "product": "prod"}
 
 
@@ -134,21 +137,21 @@ def build_collective(
         node.args[-1] if "group_name" not in node.kwargs else node.kwargs["group_name"]
     )
     size_arg = None
-    if kind in ("allgather", "reduce_scatter"):
-        size_arg = int(_arg(node, 2 if kind == "reduce_scatter" else 1, "group_size"))
+    if kind in (K.ALLGATHER, K.REDUCE_SCATTER):
+        size_arg = int(_arg(node, 2 if kind == K.REDUCE_SCATTER else 1, "group_size"))
     group = groups.property(group_name, size_arg, where)
     props: dict[str, Attribute | None] = {"groups": group}
-    if kind in ("allreduce", "reduce_scatter"):
+    if kind in (K.ALLREDUCE, K.REDUCE_SCATTER):
         op = str(_arg(node, 1, "reduce_op")).lower()
         if op not in _REDUCTIONS:
             raise UserError(f"{where}: unsupported reduction '{op}'")
         props["reduction"] = comm.ReductionAttr(comm.ReductionKind(_REDUCTIONS[op]))
-    if kind == "all_to_all":
+    if kind == K.ALL_TO_ALL:
         return _all_to_all(node, inputs[0], result_types[0], props, where, groups, operands_of)
     cls = {
-        "allreduce": comm.AllReduceOp,
-        "allgather": comm.AllGatherOp,
-        "reduce_scatter": comm.ReduceScatterOp,
+        K.ALLREDUCE: comm.AllReduceOp,
+        K.ALLGATHER: comm.AllGatherOp,
+        K.REDUCE_SCATTER: comm.ReduceScatterOp,
     }[kind]
     op = cls(list(inputs), list(result_types), props)
     op.attributes[FX_NODE] = StringAttr(node.name)

@@ -13,6 +13,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.aten import AtenOp
+from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.importers.torch.collectives import (
     FX_NODE,
     Groups,
@@ -34,8 +35,8 @@ class ImportedGraph:
     """The imported module and what the import found out."""
 
     module: ModuleOp
-    roles: dict[str, str]
-    """FX node name -> role (`fwd`, `dx`, `dw`, `update`)."""
+    roles: dict[str, Role]
+    """FX node name -> role."""
     notes: list[str] = field(default_factory=list)
     """Approximations made (upper bounds of data-dependent sizes, assumed groups)."""
 

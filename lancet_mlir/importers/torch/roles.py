@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 from torch.fx import Graph, Node
 
+from lancet_mlir.dialects.vocab import Role
+
 SEEDS = frozenset({"ones_like", "full_like", "new_ones"})
 
 
@@ -37,13 +39,13 @@ def _shape(node: Node) -> tuple | None:
     return None if shape is None else tuple(shape)
 
 
-def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Node, str]:
+def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Node, Role]:
     """The role of every `call_function` node of `graph` (module doc)."""
     nodes = list(graph.nodes)
     calls = [n for n in nodes if n.op == "call_function"]
     seed = _seed(calls)
     if seed is None:
-        return {n: "fwd" for n in calls}
+        return {n: Role.FWD for n in calls}
     backward: set[Node] = {seed}
     for node in nodes[nodes.index(seed) + 1 :]:
         if any(i in backward for i in node.all_input_nodes):
@@ -58,7 +60,7 @@ def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Nod
         for user in node.users:
             mask |= needed_by.get(user, 0)
         needed_by[node] = mask
-    roles: dict[Node, str] = {n: "fwd" for n in calls if n not in backward}
+    roles: dict[Node, Role] = {n: Role.FWD for n in calls if n not in backward}
     own: dict[int, list[Node]] = {}
     for node in calls:
         if node in backward:
@@ -66,7 +68,7 @@ def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Nod
             if mask and not mask & (mask - 1):
                 own.setdefault(mask.bit_length() - 1, []).append(node)
             else:
-                roles[node] = "dx"
+                roles[node] = Role.DX
     for bit, members in own.items():
         target = _shape(outs[bit])
         grad = next((n for n in members if _shape(n) == target), members[-1])
@@ -75,5 +77,5 @@ def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Nod
             if node in needs:
                 needs.update(node.all_input_nodes)
         for node in members:
-            roles[node] = "dw" if node in needs or is_collective(node) else "update"
+            roles[node] = Role.DW if node in needs or is_collective(node) else Role.UPDATE
     return roles
