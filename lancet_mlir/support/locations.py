@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from dataclasses import replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
@@ -49,15 +50,18 @@ class LocatingParser(Parser):
     diagnostic names (computing every op's line while parsing would be quadratic).
     """
 
-    def __init__(self, ctx: Context, text: str, name: str) -> None:
+    def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0) -> None:
         super().__init__(ctx, text, name)
         self.op_spans: dict[Operation, Span] = {}
+        self.line_offset = line_offset
+        """Lines of the file above `text` (a `--split-input-file` chunk): `SPANS` counts
+        them, so error lines name the file's line; `op_spans` does not."""
 
     def parse_operation(self) -> Operation:  # noqa: D102 - xDSL API
         start = self._current_token.span
         op = super().parse_operation()
         self.op_spans[op] = start
-        SPANS[op] = start
+        SPANS[op] = replace(start, line_offset=self.line_offset) if self.line_offset else start
         return op
 
     def current_span(self) -> Span:

@@ -82,6 +82,8 @@ class LancetOptMain(xDSLOptMain):
         self.current_module: ModuleOp | None = None
         """The module being verified and transformed (errors are placed at its ops)."""
         self._outputs_pass: ModulePass | None = None
+        self._chunk_offset = 0
+        """Lines of the input above the chunk being parsed (`--split-input-file`)."""
         self.timer = StageTimer()
         self._pass_start = 0.0
         super().__init__(description="lancet-mlir optimizer driver", args=args)
@@ -102,7 +104,8 @@ class LancetOptMain(xDSLOptMain):
             # verifier and pass errors name file:line:col (support/locations.py)
             name = self.get_input_name()
             text = decode_text(chunk.read(), name)
-            return LocatingParser(self.ctx, text, name).parse_module(not self.args.no_implicit_module)
+            parser = LocatingParser(self.ctx, text, name, self._chunk_offset)
+            return parser.parse_module(not self.args.no_implicit_module)
 
         self.available_frontends["mlir"] = parse_mlir
 
@@ -169,6 +172,7 @@ class LancetOptMain(xDSLOptMain):
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
     ) -> ModuleOp | None:
+        self._chunk_offset = start_offset  # the frontend places the chunk's ops in the file
         with self.timer.stage("parse"):
             module = super().parse_chunk(chunk, file_extension, start_offset)
         self.current_module = module
