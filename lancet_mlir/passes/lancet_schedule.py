@@ -247,6 +247,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         for item in sim.innermost_first():
             costed = sim.costed(item.block)
             graph = costed.graph
+            for note in costed.notes:  # a loop without a static trip count, costed once
+                LOG.info(f"{prefix}lancet-schedule {note}")
             if len(graph) < 2:
                 result = sim.result(item.block)
                 if item.top_level and result is not None:

@@ -264,11 +264,7 @@ def test_dp_mlp_total_is_the_scheduled_shard_map_body(tmp_path: Path) -> None:
     assert total == pytest.approx(results["@main"].summary.makespan_us)
     assert total == pytest.approx(body.summary.makespan_us)
     report = tmp_path / "r.json"
-    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", "-p",
-                    "import-stablehlo,lancet-schedule{max-seconds=0}",
-                    str(DATA / "dp_mlp.stablehlo.generic.mlir"), "-o", "/dev/null",
-                    "--report", str(report)])  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    run_pipeline(module, f'simulate{{report="{report}" annotate=false}}')
     assert json.loads(report.read_text())["makespan_us"] == pytest.approx(total)
 
 
@@ -324,3 +320,18 @@ def test_a_copied_region_op_costs_its_new_body() -> None:
     block.insert_op_after(copy, region)
     assert sim.op_duration(copy) == 100.0
     assert sim.op_duration(next(iter(block.ops))) is None  # w1: the cost model's
+
+
+def test_a_loop_without_static_bounds_is_costed_once_with_a_note(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = LOOP.replace("%ub = arith.constant 4 : index",
+                        "%ub = arith.addi %lb, %lb {lancet.time_us = 0.0 : f64} : index")  # fmt: skip
+    module = parse(text)
+    block = _body(module)
+    assert ModuleSimulation(module, MODEL).durations(block)[-1] == 10.0  # one trip
+    with caplog.at_level("INFO", logger="lancet_mlir.schedule"):
+        run_pipeline(module, "lancet-schedule{max-seconds=0}")
+    notes = [r.getMessage() for r in caplog.records if "costed once" in r.getMessage()]
+    assert notes == ["lancet-schedule @f: scf.for (op 6): bounds are not constant; "
+                     "its bodies are costed once"]  # fmt: skip
