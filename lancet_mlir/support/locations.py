@@ -20,8 +20,10 @@ turns an exception into the one line the tools print:
   own verifier fails (re-run op by op);
 * anything else, or an op a pass created (no span), gets the file name alone.
 
-The tools (lancet-opt, also under `--mpi`; lancet-run; lancet-profile measure) turn an
-exception into their line with `tool_message`.
+lancet-opt (also rank 0 under `--mpi`) renders its error lines with `tool_message` (a
+UserError about no op of the file stays as it is); the loaders of lancet-run and
+`lancet-profile measure` with `located_message`. `clone_located` copies a module with its
+spans (lancet-schedule tries its partition candidates on such clones).
 """
 
 from __future__ import annotations
