@@ -42,6 +42,11 @@ key x `lancet.share` x fill (cost/sources.py)."""
 SHARE = "lancet.share"
 """Number in (0, 1] beside `lancet.origin`: the share of the original op's work this op does
 (a part of s of the S tokens: s / S; absent: 1)."""
+ORIGIN_BYTES = "lancet.origin_bytes"
+"""Number > 0 beside `lancet.origin` on an op that only moves data, added by a pass (a
+split, concatenation, reshape or partial sum of a partitioned region): the bytes the origin's
+measured time moves. A measured source costs the op at the origin's time per byte: the
+origin key's time x the op's own bytes / this x fill (cost/sources.py, docs/design.md)."""
 FLOPS = "lancet.flops"
 """f64 on a compute op: FLOPs for the roofline model (import-stablehlo, you)."""
 BYTES = "lancet.bytes"

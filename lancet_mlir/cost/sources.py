@@ -6,7 +6,7 @@ The default chain (`CostModel.build`), first that answers:
 | name | answers |
 |---|---|
 | `attribute` | the op's own `lancet.time_us` (never scaled by `lancet.fill`) |
-| `profile` | a profile entry for the op's key (x its fill), else for its origin's key (below) |
+| `profile` | a profile entry for the op's key (x its fill), else for its origin's key (x share or bytes, below) |
 | (custom) | `CostConfig.sources`: caller sources, e.g. trace-measured durations |
 | `table` | a collective whose kind a comm table holds (at fill x its payload bytes) |
 | `alpha-beta` | any other collective (the device's alpha-beta model) |
@@ -30,9 +30,13 @@ records the original op's key in `lancet.origin` and the share of its work the n
 has it, else by its origin's key times share x fill, so a partitioned program is costed by the
 same measurements as the program it came from: without this, parts whose shapes the profile
 lacks fell back to the roofline of another device and partitioning looked like it removed work.
-Ops with no origin (the splits, concatenations and partial sums a pass adds) are costed by
-their own key or the next source; `time_source.source_summary` reports blocks whose compute
-mixes measured and estimated sources.
+The splits, concatenations, reshapes and partial sums a partitioning pass adds around a
+region only move data: they record the op they came from in `lancet.origin` and the bytes
+that op's measured time moves in `lancet.origin_bytes`, and a measured source without their
+own key costs them at the origin's time per byte (origin time x own bytes / origin bytes x
+fill; docs/design.md, "Derived ops"). Ops with no origin (e.g. the token path's gate-window
+layouts) are costed by their own key or the next source; `time_source.source_summary` reports
+blocks whose compute mixes measured and estimated sources.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from lancet_mlir.cost.comm_model import CommModel
 from lancet_mlir.cost.devices import Device
 from lancet_mlir.cost.keys import op_key
 from lancet_mlir.cost.profile_db import ProfileDB
-from lancet_mlir.cost.roofline import numeric_attr, op_roofline_us
+from lancet_mlir.cost.roofline import numeric_attr, op_flops_bytes, op_roofline_us
 from lancet_mlir.dialects.comm import CollectiveOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.fill import op_fill
@@ -116,6 +120,31 @@ def op_origin(op: Operation) -> tuple[str, float] | None:
                     f"got {share}", op=op)
 
 
+def op_origin_bytes(op: Operation) -> float | None:
+    """`lancet.origin_bytes` of a data-moving op a pass derived from another (module doc),
+    or None; UserError naming the op for a malformed value."""
+    attr = op.attributes.get(attrs.ORIGIN_BYTES)
+    if attr is None:
+        return None
+    if isinstance(attr, IntegerAttr | FloatAttr) and not isinstance(attr.value.data, bool):
+        value = float(attr.value.data)
+        if math.isfinite(value) and value > 0:
+            return value
+    raise UserError(f"{op_display_name(op)}: {attrs.ORIGIN_BYTES} must be a number > 0, "
+                    f"got {attr}")
+
+
+def derived_scale(op: Operation, origin: tuple[str, float]) -> float | None:
+    """What the origin's measured time is multiplied by for `op` (before its fill): its
+    share, or for a data-moving op (`lancet.origin_bytes`) its own bytes over the origin's;
+    None when the op's bytes are unknown."""
+    origin_bytes = op_origin_bytes(op)
+    if origin_bytes is None:
+        return origin[1]
+    counted = op_flops_bytes(op)
+    return None if counted is None else counted[1] / origin_bytes
+
+
 class AttributeSource:
     """`lancet.time_us` on the op, as given."""
 
@@ -155,8 +184,10 @@ class ProfileSource:
         if measured is None:
             origin = op_origin(op)
             if origin is not None:
-                measured = self.profile.mean_us(origin[0])
-                scale = fill * origin[1]
+                scaled = derived_scale(op, origin)
+                if scaled is not None:
+                    measured = self.profile.mean_us(origin[0])
+                    scale = fill * scaled
         if not is_comm and op_display_name(op) not in ZERO_COST_OPS:
             (self.missing if measured is None else self.found).setdefault(key, None)
         return None if measured is None else measured * scale

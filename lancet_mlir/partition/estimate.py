@@ -20,6 +20,7 @@ from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, split_sizes
 from lancet_mlir.partition.base import part_sizes, shape_of
+from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.region import Available, OpCost, RegionBuilder, blocked_shape
 from lancet_mlir.partition.rewriter import role_of
@@ -146,6 +147,12 @@ def _rebuild_tasks(
     its class's template; returns the last task."""
     n, out = builder.n, builder.out
     i, j = ref
+    origins = builder.rebuild_origins(i, j)
+
+    def put(op: Operation, phase: int) -> Operation:
+        mark_moved([op], origins)  # before it is costed, as the built rebuild is
+        return out.add(op, phase)
+
     o = builder.graph.ops[i]
     template = builder.chunks[(i, j)]
     part0 = template[0]
@@ -153,7 +160,7 @@ def _rebuild_tasks(
     parts = [part_task[(i, k)] for k in range(n)]
     slot = builder.options[i][1][j]
     if slot == PARTIAL:
-        add = out.add(build_kernel_op("add", [part0, part0], None, role), EPILOGUE)
+        add = put(build_kernel_op("add", [part0, part0], None, role), EPILOGUE)
         last, add_us = parts[0], time_of(add)
         for k in range(1, n):  # the chain adds part k as soon as it is there
             last = tasks.add(add_us, False, EPILOGUE, [last, parts[k]])
@@ -164,12 +171,12 @@ def _rebuild_tasks(
     assert shape is not None
     if groups == 1:
         inputs = [template[classes[k]] for k in range(n)]
-        concat = out.add(build_kernel_op("concat", inputs, {"axis": axis}, role), EPILOGUE)
+        concat = put(build_kernel_op("concat", inputs, {"axis": axis}, role), EPILOGUE)
         return tasks.add(time_of(concat), False, EPILOGUE, parts)
     inner = part_sizes(shape[axis] // groups, n)
     wide: dict[int, Operation] = {}
     for k in sorted(set(classes)):
-        wide[k] = out.add(
+        wide[k] = put(
             build_kernel_op(
                 "reshape", [template[k]], {"shape": blocked_shape(shape, axis, groups, inner[k])},
                 role,
@@ -178,14 +185,14 @@ def _rebuild_tasks(
         )  # fmt: skip
     wide_us = {k: time_of(op) for k, op in wide.items()}
     reshaped = [tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)]
-    joined = out.add(
+    joined = put(
         build_kernel_op(
             "concat", [wide[classes[k]].results[0] for k in range(n)], {"axis": axis + 1}, role
         ),
         EPILOGUE,
     )
     concat_task = tasks.add(time_of(joined), False, EPILOGUE, reshaped)
-    back = out.add(
+    back = put(
         build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role), EPILOGUE
     )
     return tasks.add(time_of(back), False, EPILOGUE, [concat_task])

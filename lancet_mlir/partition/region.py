@@ -35,6 +35,7 @@ from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, Chunking
 from lancet_mlir.partition.base import ValueRef, part_sizes, shape_of, value_ref
+from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.rewriter import carried_annotations, role_of
 from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, clone_kernel_op
@@ -128,6 +129,7 @@ class RegionBuilder:
                 if any(use.operation not in self.originals for use in res.uses):
                     first = len(self.out.ops)
                     self.out.merged[(i, j)] = self._rebuild(i, j)
+                    mark_moved(self.out.ops[first:], self.rebuild_origins(i, j))
                     self.out.epilogue += self.out.ops[first:]
                     slot = self.options[i][1][j]
                     if isinstance(slot, tuple):
@@ -147,6 +149,7 @@ class RegionBuilder:
         shape = shape_of(v)
         assert shape is not None
         block = shape[axis] // groups
+        first = len(self.out.ops)
         if groups == 1:
             split = self.out.add(
                 build_kernel_op("split", [v], split_params(axis, block, self.n), role), PRELUDE
@@ -174,6 +177,8 @@ class RegionBuilder:
                 ).results[0]
                 for k, p in enumerate(split.results)
             ]
+        producer = v.owner if isinstance(v.owner, Operation) else None
+        mark_moved(self.out.ops[first:], [producer, like])
         self.border[key] = parts
         return parts
 
@@ -220,6 +225,15 @@ class RegionBuilder:
                 res.name_hint = f"{old.name_hint}_part{k}"
 
     # ---- rebuilt results (epilogue) -----------------------------------------------------------
+    def rebuild_origins(self, i: int, j: int) -> list[Operation]:
+        """Where the rebuild of result j of region op i comes from (`origin.mark_moved`):
+        the op, then the result's readers outside the region in program order."""
+        readers = {u.operation for u in self.graph.ops[i].results[j].uses}
+        outside = sorted(
+            self.graph.index[r] for r in readers - self.originals if r in self.graph.index
+        )
+        return [self.graph.ops[i], *(self.graph.ops[r] for r in outside)]
+
     def _rebuild(self, i: int, j: int) -> SSAValue:
         o = self.graph.ops[i]
         slot = self.options[i][1][j]

@@ -16,6 +16,7 @@ from lancet_mlir.partition.base import (
     value_ref,
 )
 from lancet_mlir.partition.expert_span import ExpertSpan
+from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op
 
 # timing annotations describe the whole op; a chunk must not inherit them
@@ -81,6 +82,8 @@ class PartitionRewriter:
         block = entry.parent_block()
         assert block is not None
         split = build_kernel_op("split", [entry.operands[0]], {"axis": r, "num": n}, role_of(entry))
+        source = entry.operands[0].owner
+        mark_moved([split], [source if isinstance(source, Operation) else None])
         ins = [self._a2a_chunk(entry, split.results[k], r, k) for k in range(n)]
         self._record((span.entry, 0), [o.results[0] for o in ins], r, span)
         stages: list[list[Operation]] = []
@@ -100,6 +103,7 @@ class PartitionRewriter:
         concat = build_kernel_op(
             "concat", [o.results[0] for o in outs], {"axis": r}, role_of(exit_)
         )
+        mark_moved([concat], self._readers(exit_.results[0], set()))
         new_ops: list[Operation] = [split, ins[0]]
         for k in range(n):
             new_ops += ([ins[k + 1]] if k + 1 < n else []) + stages[k] + [outs[k]]
@@ -162,10 +166,17 @@ class PartitionRewriter:
             total = parts[0][j]
             for p in parts[1:]:
                 add = build_kernel_op("add", [total, p[j]], None, role_of(o))
+                mark_moved([add], [o])
                 block.insert_op_before(add, before)
                 total = add.results[0]
             res.replace_all_uses_with(total)
             self.chunks.pop((node, j), None)
+
+    def _readers(self, v: SSAValue, doomed: set[Operation]) -> list[Operation]:
+        """The readers of `v` outside `doomed`, in program order (`origin.mark_moved`)."""
+        index = self.graph.index
+        users = {u.operation for u in v.uses} - doomed
+        return sorted((u for u in users if u in index), key=lambda u: index[u])
 
     def _merge(self, ref: ValueRef, doomed: set[Operation]) -> None:
         """Reassemble chunked value `ref` for its uses outside the rewritten ops.
@@ -187,6 +198,7 @@ class PartitionRewriter:
         ops = [build_kernel_op("reshape", [c], {"shape": split_shape}, role) for c in chunks]
         ops.append(build_kernel_op("concat", [o.results[0] for o in ops], {"axis": axis + 1}, role))
         ops.append(build_kernel_op("reshape", [ops[-1].results[0]], {"shape": shape}, role))
+        mark_moved(ops, [self.graph.ops[ref[0]], *self._readers(v, doomed)])
         block = anchor.parent_block()
         assert block is not None
         block.insert_ops_after(ops, anchor)

@@ -69,7 +69,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %dw_part1 = comp.batch_matmul_dw %x_part1, %dy_part1 {lancet.role = "dw", lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %dd_part1 = comm.all_to_all %dx_part1 split 1 {lancet.role = "dx", lancet.part = 1 : i64}
 // CHECK-NEXT:    %dd = comp.concat %dd_part0, %dd_part1 {axis = 1 : i64, lancet.role = "dx"}
-// CHECK-NEXT:    %dw = comp.add %dw_part0, %dw_part1 {lancet.role = "dw"} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:    %dw = comp.add %dw_part0, %dw_part1 {lancet.role = "dw"{{(, lancet.origin = .*)?}}} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
 // CHECK-NEXT:    func.return %r, %dd, %dw
 
 // ONE-LABEL: func.func @fwd_bwd

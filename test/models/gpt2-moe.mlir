@@ -36,9 +36,9 @@
 // TOP2:        %wte_new = comp.sgd_update %wte, %wte_gavg {lancet.role = "update"}
 // TOP2-NOT:    adam_update
 
-// TUTEL:       %{{.*}}, %{{.*}} = comp.split %l1_dispatched {axis = 1 : i64, num = 2 : i64, lancet.role = "fwd"} : (tensor<4x2x8xf32>) -> (tensor<4x1x8xf32>, tensor<4x1x8xf32>)
-// TUTEL:       %l1_returned = comp.concat %l1_returned_part0, %l1_returned_part1 {axis = 1 : i64, lancet.role = "fwd"}
-// TUTEL:       %l1_d_dispatched = comp.concat %l1_d_dispatched_part0, %l1_d_dispatched_part1 {axis = 1 : i64, lancet.role = "dx"}
+// TUTEL:       %{{.*}}, %{{.*}} = comp.split %l1_dispatched {axis = 1 : i64, num = 2 : i64, lancet.role = "fwd"{{(, lancet.origin = .*)?}}} : (tensor<4x2x8xf32>) -> (tensor<4x1x8xf32>, tensor<4x1x8xf32>)
+// TUTEL:       %l1_returned = comp.concat %l1_returned_part0, %l1_returned_part1 {axis = 1 : i64, lancet.role = "fwd"{{(, lancet.origin = .*)?}}}
+// TUTEL:       %l1_d_dispatched = comp.concat %l1_d_dispatched_part0, %l1_d_dispatched_part1 {axis = 1 : i64, lancet.role = "dx"{{(, lancet.origin = .*)?}}}
 
 // LIST:        gpt2_moe_nl12_m768_nh16_sl512_b48   layers=12 hidden=768 heads=16 seq=512 batch=48 world_size=16 experts=32 (2/rank) gate=switch capacity=768 moe_layers=6 params/rank=152482560
 // LIST:        gpt2_moe_nl24_m1024_nh16_sl512_b8  layers=24 hidden=1024 heads=16 seq=512 batch=8 world_size=16 experts=32 (2/rank) gate=switch capacity=128 moe_layers=12

@@ -30,7 +30,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 }
 
 // CHECK-LABEL: func.func @moe
-// CHECK:         %[[X0:.*]], %[[X1:.*]] = comp.split %x {num = 2 : i64}
+// CHECK:         %[[X0:.*]], %[[X1:.*]] = comp.split %x {num = 2 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %[[Z:.*]] = comp.zeros {shape = array<i64: 4>, dtype = "i64"}
 // CHECK:         %n_part0 = comp.layer_norm %[[X0]], %gam, %bet {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %l_part0 = comp.matmul %n_part0, %wg {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
@@ -45,7 +45,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK:         %y_part0 = comp.moe_combine %b_part0, %c_part0 {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<4x4x8xf32>, tensor<4x4x4xf32>) -> tensor<4x8xf32>
 // CHECK:         %o_part0 = comp.add %y_part0, %{{.*}} {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %o_part1 = comp.add %y_part1, %{{.*}} {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
-// CHECK-NEXT:    %o = comp.concat %o_part0, %o_part1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+// CHECK-NEXT:    %o = comp.concat %o_part0, %o_part1 {lancet.origin = "comp.add;T<8x8xf32>,T<8x8xf32>,|T<8x8xf32>", lancet.origin_bytes = 768 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
 // CHECK-NEXT:    func.return %o
 // CHECK-NOT:     comm.all_to_all %
 

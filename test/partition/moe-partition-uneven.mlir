@@ -21,17 +21,17 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 }
 
 // CHECK-LABEL: func.func @moe
-// CHECK:      comp.split %dm {axis = 2 : i64, num = 3 : i64, sizes = array<i64: 2, 1, 1>} : (tensor<8x4x4xf32>) -> (tensor<8x4x2xf32>, tensor<8x4x1xf32>, tensor<8x4x1xf32>)
-// CHECK:      %[[B:.*]] = comp.reshape %bias {shape = array<i64: 2, 2, 4, 8>}
-// CHECK:      %[[B0:.*]], %[[B1:.*]], %[[B2:.*]] = comp.split %[[B]] {axis = 2 : i64, num = 3 : i64, sizes = array<i64: 2, 1, 1>} : (tensor<2x2x4x8xf32>) -> (tensor<2x2x2x8xf32>, tensor<2x2x1x8xf32>, tensor<2x2x1x8xf32>)
-// CHECK-NEXT: %[[P0:.*]] = comp.reshape %[[B0]] {shape = array<i64: 2, 4, 8>}
-// CHECK-NEXT: %[[P1:.*]] = comp.reshape %[[B1]] {shape = array<i64: 2, 2, 8>}
+// CHECK:      comp.split %dm {axis = 2 : i64, num = 3 : i64, sizes = array<i64: 2, 1, 1>{{(, lancet.origin = .*)?}}} : (tensor<8x4x4xf32>) -> (tensor<8x4x2xf32>, tensor<8x4x1xf32>, tensor<8x4x1xf32>)
+// CHECK:      %[[B:.*]] = comp.reshape %bias {shape = array<i64: 2, 2, 4, 8>{{(, lancet.origin = .*)?}}}
+// CHECK:      %[[B0:.*]], %[[B1:.*]], %[[B2:.*]] = comp.split %[[B]] {axis = 2 : i64, num = 3 : i64, sizes = array<i64: 2, 1, 1>{{(, lancet.origin = .*)?}}} : (tensor<2x2x4x8xf32>) -> (tensor<2x2x2x8xf32>, tensor<2x2x1x8xf32>, tensor<2x2x1x8xf32>)
+// CHECK-NEXT: %[[P0:.*]] = comp.reshape %[[B0]] {shape = array<i64: 2, 4, 8>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT: %[[P1:.*]] = comp.reshape %[[B1]] {shape = array<i64: 2, 2, 8>{{(, lancet.origin = .*)?}}}
 // CHECK:      %g_part0 = comp.add %h_part0, %[[P0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-// CHECK:      %[[G0:.*]] = comp.reshape %g_part0 {shape = array<i64: 2, 2, 2, 8>}
-// CHECK:      %[[G1:.*]] = comp.reshape %g_part1 {shape = array<i64: 2, 2, 1, 8>}
-// CHECK:      %[[G2:.*]] = comp.reshape %g_part2 {shape = array<i64: 2, 2, 1, 8>}
-// CHECK-NEXT: %[[GC:.*]] = comp.concat %[[G0]], %[[G1]], %[[G2]] {axis = 2 : i64} : (tensor<2x2x2x8xf32>, tensor<2x2x1x8xf32>, tensor<2x2x1x8xf32>) -> tensor<2x2x4x8xf32>
-// CHECK-NEXT: %g = comp.reshape %[[GC]] {shape = array<i64: 2, 8, 8>}
+// CHECK:      %[[G0:.*]] = comp.reshape %g_part0 {shape = array<i64: 2, 2, 2, 8>{{(, lancet.origin = .*)?}}}
+// CHECK:      %[[G1:.*]] = comp.reshape %g_part1 {shape = array<i64: 2, 2, 1, 8>{{(, lancet.origin = .*)?}}}
+// CHECK:      %[[G2:.*]] = comp.reshape %g_part2 {shape = array<i64: 2, 2, 1, 8>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT: %[[GC:.*]] = comp.concat %[[G0]], %[[G1]], %[[G2]] {axis = 2 : i64{{(, lancet.origin = .*)?}}} : (tensor<2x2x2x8xf32>, tensor<2x2x1x8xf32>, tensor<2x2x1x8xf32>) -> tensor<2x2x4x8xf32>
+// CHECK-NEXT: %g = comp.reshape %[[GC]] {shape = array<i64: 2, 8, 8>{{(, lancet.origin = .*)?}}}
 // CHECK:      %y = comp.add
 // CHECK-NEXT: func.return %y, %g : tensor<8x8xf32>, tensor<2x8x8xf32>
 

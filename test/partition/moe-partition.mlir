@@ -10,6 +10,10 @@
 // combine gives per-part partial sums, added up for the residual add, which stays whole.
 // parts=4 needs the capacity axis (2 experts per rank leave no room for 4); parts=8 leaves
 // a part without rows on every axis and is refused.
+// The border splits and the partial-sum add only move data: they name the op they come
+// from (lancet.origin: the dispatch that reads the mask in parts, the combine whose partials
+// are added) and the bytes its measured time moves (lancet.origin_bytes: the dispatch's
+// 256 + 512 + 512 B, the combine's 512 + 512 + 256 B), so a profile costs them per byte.
 builtin.module attributes {lancet.world_size = 2 : i64} {
   func.func @moe(%x: tensor<8x8xf32>, %dm: tensor<8x4x4xf32>, %cm: tensor<8x4x4xf32>, %w: tensor<2x8x8xf32>, %r: tensor<8x8xf32>) -> tensor<8x8xf32> {
     %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
@@ -24,15 +28,15 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 }
 
 // CHECK-LABEL: func.func @moe
-// CHECK-NEXT:    %[[M:.*]] = comp.reshape %dm {shape = array<i64: 8, 2, 2, 4>}
-// CHECK-NEXT:    %[[W0:.*]], %[[W1:.*]] = comp.split %w {num = 2 : i64}
-// CHECK-NEXT:    %[[C:.*]] = comp.reshape %cm {shape = array<i64: 8, 2, 2, 4>}
-// CHECK-NEXT:    %[[M0:.*]], %[[M1:.*]] = comp.split %[[M]] {axis = 2 : i64, num = 2 : i64}
-// CHECK-NEXT:    %[[C0:.*]], %[[C1:.*]] = comp.split %[[C]] {axis = 2 : i64, num = 2 : i64}
-// CHECK-NEXT:    %[[DM0:.*]] = comp.reshape %[[M0]] {shape = array<i64: 8, 2, 4>}
-// CHECK-NEXT:    %[[DM1:.*]] = comp.reshape %[[M1]] {shape = array<i64: 8, 2, 4>}
-// CHECK-NEXT:    %[[CM0:.*]] = comp.reshape %[[C0]] {shape = array<i64: 8, 2, 4>}
-// CHECK-NEXT:    %[[CM1:.*]] = comp.reshape %[[C1]] {shape = array<i64: 8, 2, 4>}
+// CHECK-NEXT:    %[[M:.*]] = comp.reshape %dm {shape = array<i64: 8, 2, 2, 4>, lancet.origin = "comp.moe_dispatch;T<8x8xf32>,T<8x4x4xf32>,|T<4x4x8xf32>", lancet.origin_bytes = 1280 : i64}
+// CHECK-NEXT:    %[[W0:.*]], %[[W1:.*]] = comp.split %w {num = 2 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[C:.*]] = comp.reshape %cm {shape = array<i64: 8, 2, 2, 4>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[M0:.*]], %[[M1:.*]] = comp.split %[[M]] {axis = 2 : i64, num = 2 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[C0:.*]], %[[C1:.*]] = comp.split %[[C]] {axis = 2 : i64, num = 2 : i64{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[DM0:.*]] = comp.reshape %[[M0]] {shape = array<i64: 8, 2, 4>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[DM1:.*]] = comp.reshape %[[M1]] {shape = array<i64: 8, 2, 4>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[CM0:.*]] = comp.reshape %[[C0]] {shape = array<i64: 8, 2, 4>{{(, lancet.origin = .*)?}}}
+// CHECK-NEXT:    %[[CM1:.*]] = comp.reshape %[[C1]] {shape = array<i64: 8, 2, 4>{{(, lancet.origin = .*)?}}}
 // a part records the op it came from and its share of the work (the profile's costing)
 // CHECK-NEXT:    %d_part0 = comp.moe_dispatch %x, %[[DM0]] {lancet.part = 0 : i64, lancet.origin = "comp.moe_dispatch;T<8x8xf32>,T<8x4x4xf32>,|T<4x4x8xf32>", lancet.share = 5.000000e-01 : f64} : (tensor<8x8xf32>, tensor<8x2x4xf32>) -> tensor<2x4x8xf32>
 // CHECK-NEXT:    %d_part1 = comp.moe_dispatch %x, %[[DM1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
@@ -46,15 +50,15 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %y_part0 = comp.moe_combine %b_part0, %[[CM0]] {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %b_part1 = comm.all_to_all %a_part1 split 1 {lancet.part = 1 : i64}
 // CHECK-NEXT:    %y_part1 = comp.moe_combine %b_part1, %[[CM1]] {lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
-// CHECK-NEXT:    %[[Y:.*]] = comp.add %y_part0, %y_part1 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK-NEXT:    %[[Y:.*]] = comp.add %y_part0, %y_part1 {lancet.origin = "comp.moe_combine;T<4x4x8xf32>,T<8x4x4xf32>,|T<8x8xf32>", lancet.origin_bytes = 1280 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
 // CHECK-NEXT:    %o = comp.add %[[Y]], %r
 // CHECK-NEXT:    func.return %o
 
 // FOUR-LABEL: func.func @moe
-// FOUR:          comp.split %dm {axis = 2 : i64, num = 4 : i64}
+// FOUR:          comp.split %dm {axis = 2 : i64, num = 4 : i64{{(, lancet.origin = .*)?}}}
 // FOUR:          %e_part3 = comm.all_to_all %d_part3 concat 1 {lancet.part = 3 : i64} : (tensor<4x1x8xf32>) -> tensor<2x2x8xf32>
 // FOUR:          %b_part3 = comm.all_to_all %a_part3 split 1 {lancet.part = 3 : i64} : (tensor<2x2x8xf32>) -> tensor<4x1x8xf32>
-// FOUR:          = comp.add %{{[0-9]+}}, %y_part3 : (tensor<8x8xf32>, tensor<8x8xf32>)
+// FOUR:          = comp.add %{{[0-9]+}}, %y_part3 {lancet.origin = "comp.moe_combine;{{.*}}", lancet.origin_bytes = {{.*}}} : (tensor<8x8xf32>, tensor<8x8xf32>)
 // FOUR-NEXT:     %o = comp.add
 
 // BAD: lancet-opt: error: {{.*}}moe-partition: 8 parts exceed dimension 4 (2 blocks of 2) of 'd': one row per part at least
