@@ -171,3 +171,39 @@ def test_the_planned_makespan_is_the_built_blocks(cfg, algo, parts, cluster) -> 
     assert applied.succs == planned.succs
     assert _fixed_order_us(applied, time_of, SIM) == want
     module.verify()
+
+
+INTERLEAVED = """
+builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @two(%x: tensor<8x8xf32>, %dm: tensor<8x4x4xf32>, %cm: tensor<8x4x4xf32>, %w: tensor<2x8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %d = comp.moe_dispatch %x, %dm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e = comm.all_to_all %d concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %d2 = comp.moe_dispatch %x, %cm : (tensor<8x8xf32>, tensor<8x4x4xf32>) -> tensor<4x4x8xf32>
+    %e2 = comm.all_to_all %d2 concat 1 : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
+    %h = comp.batch_matmul %e, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %h2 = comp.batch_matmul %e2, %w : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+    %b = comm.all_to_all %h split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %b2 = comm.all_to_all %h2 split 1 : (tensor<2x8x8xf32>) -> tensor<4x4x8xf32>
+    %y = comp.moe_combine %b, %cm : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    %y2 = comp.moe_combine %b2, %dm : (tensor<4x4x8xf32>, tensor<8x4x4xf32>) -> tensor<8x8xf32>
+    func.return %y, %y2 : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+"""
+"""Two MoE layers whose ops interleave in program order: each layer's range holds the other's
+dispatch, all-to-alls and experts."""
+
+
+def test_a_layer_interleaved_with_an_earlier_planned_one_fails_the_forced_count() -> None:
+    # planned on the input graph, the first layer's region takes the second's all-to-alls
+    # too (they share the range), so the second pair meets a chosen range: with parts=N that
+    # fails naming it (before: a KeyError on the erased all-to-all); unforced it stays whole
+    module = parse(INTERLEAVED)
+    graph = function_graph(module)
+    time_of = _time_of(module)
+    with pytest.raises(ForcedPartsError, match="MoE layer of 'e2' interleaves in program order"):
+        plan_capacity_block(graph, time_of, CapacitySearch("range", 2, 8))
+    before = to_text(module)
+    with pytest.raises(PassFailedException, match="moe-partition: the MoE layer of 'e2'"):
+        MoePartitionPass(parts=2).apply(Context(), module)
+    assert to_text(module) == before  # the first layer's planned parts were discarded
