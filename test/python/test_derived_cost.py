@@ -27,6 +27,7 @@ from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.partition.capacity_plan import CapacitySearch, plan_capacity_block
+from lancet_mlir.partition.origin import mark_derived, moved_origin
 from lancet_mlir.passes.lancet_schedule import LancetSchedulePass, partition_candidates
 from lancet_mlir.passes.moe_partition import MoePartitionPass, _fixed_order_us
 from lancet_mlir.support.errors import UserError
@@ -289,3 +290,33 @@ def test_a_malformed_origin_bytes_is_one_error_line() -> None:
     assert model.op_time_us(op) >= 0  # no profile: the roofline, the attribute unread
     with pytest.raises(UserError, match=r"lancet.origin_bytes must be a number > 0, got"):
         op_origin_bytes(op)
+
+
+def test_moved_origins_follow_parts_and_moved_ops() -> None:
+    """A split of a part's result counts the part's bytes over its share (its time per byte
+    is its origin's); a part of a data-moving op and a rebuild of one keep its origin and
+    bytes; collectives never serve."""
+    parted = run_pipeline(_model(), "moe-partition{parts=2}")
+    ops = _compute_ops(parted)
+    part = next(op for op in ops if op.name == "comp.batch_matmul" and op_origin(op))
+    origin = op_origin(part)
+    assert origin is not None
+    assert origin[1] == 0.5
+    counted = op_flops_bytes(part)
+    assert counted is not None
+    assert moved_origin([part]) == (origin[0], counted[1] / 0.5)
+    moved = next(op for op in ops if attrs.ORIGIN_BYTES in op.attributes)
+    moved_from = op_origin(moved)
+    assert moved_from is not None
+    assert moved_origin([moved]) == (moved_from[0], op_origin_bytes_of(moved))
+    a2a = next(op for op in parted.walk() if isinstance(op, CollectiveOp))
+    assert moved_origin([a2a, None]) is None
+    assert moved_origin([a2a, part]) == moved_origin([part])
+    # a part of a data-moving op moves its own bytes at the same origin's rate
+    piece = moved.clone()
+    piece.attributes.pop(attrs.ORIGIN)
+    piece.attributes.pop(attrs.ORIGIN_BYTES)
+    mark_derived(piece, moved)
+    assert piece.attributes[attrs.ORIGIN] == moved.attributes[attrs.ORIGIN]
+    assert piece.attributes[attrs.ORIGIN_BYTES] == moved.attributes[attrs.ORIGIN_BYTES]
+    assert attrs.SHARE not in piece.attributes
