@@ -131,7 +131,7 @@ def op_origin_bytes(op: Operation) -> float | None:
         if math.isfinite(value) and value > 0:
             return value
     raise UserError(f"{op_display_name(op)}: {attrs.ORIGIN_BYTES} must be a number > 0, "
-                    f"got {attr}")
+                    f"got {attr}", op=op)
 
 
 def derived_scale(op: Operation, origin: tuple[str, float]) -> float | None:

@@ -138,3 +138,41 @@ def test_a_failed_run_leaves_no_warning_for_the_next_run(
         main([str(BAD / "ok.mlir"), "-p", "simulate"])
     assert info.value.code == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("attribute", "read", "message"),
+    [
+        ("lancet.fill = 2.0 : f64", "fill", "lancet.fill must be a number in (0, 1]"),
+        ('lancet.time_us = "x"', "time", 'lancet.time_us must be a finite number >= 0, got "x"'),
+        ("lancet.origin = 3 : i64", "origin", "lancet.origin must be an op key string"),
+        ('lancet.origin = "k", lancet.share = 0.0 : f64', "origin",
+         "lancet.share must be a number in (0, 1]"),
+        ("lancet.origin_bytes = -1.0 : f64", "origin_bytes", "lancet.origin_bytes must be a number > 0"),
+        ("capacity = 1.5 : f64", "hlo_int", "'capacity' must be an integer"),
+    ],
+)  # fmt: skip
+def test_a_bad_cost_attribute_error_carries_its_op(attribute: str, read: str, message: str) -> None:
+    """Every cost attribute reader's UserError is about the op (placed at line 2)."""
+    from lancet_mlir.cost.hlo_costs import hlo_int
+    from lancet_mlir.cost.roofline import numeric_attr
+    from lancet_mlir.cost.sources import op_origin, op_origin_bytes
+    from lancet_mlir.graph.fill import op_fill
+
+    readers = {
+        "fill": op_fill, "time": lambda o: numeric_attr(o, "lancet.time_us"),
+        "origin": op_origin, "origin_bytes": op_origin_bytes,
+        "hlo_int": lambda o: hlo_int(o, "capacity"),
+    }  # fmt: skip
+    module = _parse(
+        "func.func @f(%x: tensor<4xf32>) {\n"
+        f'  %7 = "test.op"(%x) {{{attribute}}} : (tensor<4xf32>) -> tensor<4xf32>\n'
+        "  func.return\n}\n"
+    )
+    op = next(o for o in module.walk() if o.name == "test.op")
+    with pytest.raises(UserError) as info:
+        readers[read](op)
+    assert info.value.op is op
+    line = tool_message(info.value, "m.mlir", module)
+    assert line.startswith("m.mlir:2:3: %7 = test.op: ")
+    assert message in line
