@@ -31,7 +31,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 
 from lancet_mlir.support.errors import one_line
-from lancet_mlir.support.locations import LocatingParser
+from lancet_mlir.support.locations import SPANS, LocatingParser
 
 __all__ = ["LocatingParser"]  # re-exported: it lives in support/ for the runtime's loader too
 
@@ -122,9 +122,12 @@ class OpLines:
     line_offset: int
 
     def line_of(self, op: Operation | None) -> int:
-        """The line `op` was parsed from, or UNKNOWN_LINE (an op a pass created)."""
+        """The line `op` was parsed from (also for a copy `clone_located` made, e.g. of
+        lancet-schedule's candidates), or UNKNOWN_LINE (an op a pass created)."""
         while op is not None:
             span = self.spans.get(op)
+            if span is None:
+                span = SPANS.get(op)
             if span is not None:
                 return span.get_location().line + self.line_offset
             op = None

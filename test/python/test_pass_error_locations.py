@@ -176,3 +176,22 @@ def test_a_bad_cost_attribute_error_carries_its_op(attribute: str, read: str, me
     line = tool_message(info.value, "m.mlir", module)
     assert line.startswith("m.mlir:2:3: %7 = test.op: ")
     assert message in line
+
+
+def test_verify_diagnostics_places_an_error_about_a_candidate_clone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """lancet-schedule costs its partition candidates on clones of the module; the error
+    about the clone of `%act` is expected on `%act`'s line (before: at no line)."""
+    from lancet_mlir.tools.lancet_opt import main
+
+    text = (BAD / "moe_bad_time.mlir").read_text().replace(
+        "    %act = comp.gelu",
+        "    // expected-error@+1 {{lancet.time_us must be a finite number >= 0}}\n"
+        "    %act = comp.gelu",
+    )
+    src = tmp_path / "expect.mlir"
+    src.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        main([str(src), "-p", "lancet-schedule", "--verify-diagnostics"])
+    assert (info.value.code, capsys.readouterr().err) == (0, "")
