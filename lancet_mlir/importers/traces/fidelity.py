@@ -1,13 +1,24 @@
 """Cost-model fidelity on a real trace: our estimate of every GPU op against its measurement.
 
-Ops are grouped into classes by the launching ATen op and the kernel name: `gemm` (mm, addmm,
-bmm, matmul, linear, baddbmm; FLOPs from the `cpu_op` Input Dims), `nccl` (the comm table at
+Ops are grouped into classes by the launching ATen op and the kernel name: `gemm` (the kernels
+launched by mm, addmm, bmm, matmul, linear, baddbmm; FLOPs from the `cpu_op` Input Dims),
+`gemm_unshaped` (a GEMM-named kernel launched by another op: a cuDNN convolution, a
+torch.compile graph; its op's Input Dims are not the GEMM's, so no estimate), `embedding`
+(FBGEMM / TorchRec kernels: their Input Dims include whole embedding tables, not the bytes
+touched; no estimate), `nccl` (the comm table at
 the collective's bytes and group, against the rendezvous wire time when several ranks are
 given, else against the measured duration), `memcpy`/`memset` (bytes over HBM bandwidth), and
 `elementwise` (other kernels: bytes of the input tensors read once and written once). An op
 without shapes has no estimate and keeps its measured duration under `--costs model`. Each
 estimate takes the device's launch floor (`min_kernel_us`). The device preset comes from the
 trace's `deviceProperties` (`report.device_preset`), or `--device`.
+
+A GEMM is one estimate per ATen op: cuBLAS may launch several kernels for it (split-K: the GEMM
+and a `splitKreduce`; a GEMV: a dot and a reduction; addmm: a bias copy and the GEMM), so the
+ratio is the estimate over the sum of its kernels' measured times, and under `--costs model`
+each of its k kernels takes 1/k of the estimate. The GEMM's dtype is the inputs', except that an
+f32 GEMM run by a TF32 tensor-core kernel (`tensorop_s1688gemm`, `s16816gemm`, `tf32` in the
+name: PyTorch's `allow_tf32`) is costed at the TF32 peak (`gemm_dtype`).
 """
 
 from __future__ import annotations
@@ -50,14 +61,32 @@ def _tensors(args: dict[str, Any]) -> list[tuple[list[int], str]]:
 
 
 def op_class(st: StepTrace, j: int) -> str:
-    """The fidelity class of op `j`."""
+    """The fidelity class of op `j` (module doc)."""
     inf = st.info[j]
     if inf.kind in ("comm", "memcpy", "memset"):
         return "nccl" if inf.kind == "comm" else inf.kind
     aten = inf.cpu_op.name if inf.cpu_op is not None else ""
-    if aten in GEMM_OPS or "gemm" in inf.name.lower():
+    kernel = inf.name.lower()
+    if aten in GEMM_OPS:
         return "gemm"
+    if "fbgemm" in kernel or aten.startswith("fbgemm::") or "splitlookupfunction" in aten.lower():
+        return "embedding"
+    if "gemm" in kernel:
+        return "gemm_unshaped"
     return "elementwise"
+
+
+TF32_KERNEL_MARKS = ("tensorop_s1688", "s16816gemm", "tf32")
+
+
+def gemm_dtype(input_type: str, kernel: str) -> str:
+    """The dtype a GEMM is costed at: the inputs' (`float` -> f32, ...), but tf32 for f32 inputs
+    run by a TF32 tensor-core kernel (module doc)."""
+    dtype = DTYPE_NAMES.get(input_type.lower(), "f32")
+    low = kernel.lower()
+    if dtype == "f32" and any(m in low for m in TF32_KERNEL_MARKS):
+        return "tf32"
+    return dtype
 
 
 def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
@@ -81,7 +110,7 @@ def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
         flops = 2.0 * batch * m * k * n
         size = dtype_bytes(mats[-1][1])
         nbytes = float(size * (batch * m * k + k * n + batch * m * n))
-        dtype = DTYPE_NAMES.get(mats[-1][1].lower(), "f32")
+        dtype = gemm_dtype(mats[-1][1], inf.name)
         t = matmul_time_us(flops, nbytes, dtype, device)
     elif cls in ("memcpy", "memset"):
         nb = inf.cpu_op.args.get("bytes") if inf.cpu_op is not None else None
@@ -100,6 +129,16 @@ def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
     return max(t, device.min_kernel_us)
 
 
+def gemm_groups(st: StepTrace) -> dict[int, list[int]]:
+    """For each `gemm` op: the ops launched by the same ATen op (its kernels, in order)."""
+    by_op: dict[int, list[int]] = {}
+    for j in range(len(st.graph.ops)):
+        inf = st.info[j]
+        if inf.cpu_op is not None and op_class(st, j) == "gemm":
+            by_op.setdefault(id(inf.cpu_op), []).append(j)
+    return {j: group for group in by_op.values() for j in group}
+
+
 def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[list[float]], dict]:
     """Per rank, per op: our estimate where we have one, else the measured duration; and the
     per-class ratios (estimate / measured: median, p90, count) over the ranks' step-N ops."""
@@ -116,6 +155,7 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
     for st in steps:
         row = []
         target = set(st.target)
+        groups = gemm_groups(st)
         for j, o in enumerate(st.graph.ops):
             cls = op_class(st, j)
             if cls == "nccl":
@@ -129,7 +169,17 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
                         continue
                     ratios.setdefault("nccl_vs_measured", []).append(est / o.dur)
                 continue
-            est = estimate_us(st, j, name)
+            group = groups.get(j)
+            if group is not None:
+                est = estimate_us(st, group[0], name)
+                if est is not None:
+                    row.append(est / len(group))
+                    measured = sum(st.graph.ops[i].dur for i in group)
+                    if j == group[0] and j in target and measured > 0:
+                        ratios.setdefault(cls, []).append(est / measured)
+                    continue
+            else:
+                est = estimate_us(st, j, name)
             if est is None:
                 row.append(o.dur)
                 if j in target:
