@@ -34,9 +34,9 @@ The splits, concatenations, reshapes and partial sums a partitioning pass adds a
 region only move data: they record the op they came from in `lancet.origin` and the bytes
 that op's measured time moves in `lancet.origin_bytes`, and a measured source without their
 own key costs them at the origin's time per byte (origin time x own bytes / origin bytes x
-fill; docs/design.md, "Derived ops"). Ops with no origin (e.g. the token path's gate-window
-layouts) are costed by their own key or the next source; `time_source.source_summary` reports
-blocks whose compute mixes measured and estimated sources.
+fill; docs/design.md, "Derived ops"). Ops with no origin are costed by their own key or the
+next source; `time_source.source_summary` reports blocks whose compute mixes measured and
+estimated sources.
 """
 
 from __future__ import annotations

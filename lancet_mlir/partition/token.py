@@ -68,7 +68,7 @@ from lancet_mlir.partition.base import (
     value_ref,
 )
 from lancet_mlir.partition.expert_span import a2a_axes
-from lancet_mlir.partition.origin import mark_derived
+from lancet_mlir.partition.origin import mark_derived, mark_moved
 from lancet_mlir.partition.phased import EPILOGUE, PRELUDE, part_phase
 from lancet_mlir.partition.region import (
     Available,
@@ -446,6 +446,7 @@ class TokenBuilder:
                 "split", [v], split_params(0, self.layer.tokens, self.n), role_of(like)
             )
             region.add(split, PRELUDE)
+            mark_moved([split], [_producer(v), like])
             earlier = list(split.results)
         self.parts[v] = list(earlier)
         return self.parts[v]
@@ -466,19 +467,22 @@ class TokenBuilder:
         k: int,
         like: Operation,
         perm: tuple[int, ...] | None = None,
+        sent: SSAValue | None = None,
     ) -> SSAValue:
         """`v` reshaped to `shape` (after a transpose by `perm` when given; no reshape when
-        the shape is already right)."""
+        the shape is already right); costed from `v`'s producer, else from that of the
+        window `sent` that an exchange brought as `v`."""
         role = self._attrs(like, k, fill=True)
+        source = [_producer(v), like, None if sent is None else _producer(sent)]
         if perm is not None:
-            v = self._add(
-                region, build_kernel_op("transpose", [v], {"perm": perm}, role), k
-            ).results[0]
+            turn = build_kernel_op("transpose", [v], {"perm": perm}, role)
+            mark_moved([turn], source)
+            v = self._add(region, turn, k).results[0]
         if shape_of(v) == tuple(shape):
             return v
-        return self._add(
-            region, build_kernel_op("reshape", [v], {"shape": tuple(shape)}, role), k
-        ).results[0]
+        again = build_kernel_op("reshape", [v], {"shape": tuple(shape)}, role)
+        mark_moved([again], source)
+        return self._add(region, again, k).results[0]
 
     def _exchange(
         self, region: PartitionedRegion, like: Operation, data: SSAValue, counts: SSAValue, k: int
@@ -500,7 +504,7 @@ class TokenBuilder:
         _e, c, m, g, el = self.experts, self.capacity, self.hidden, self.group, self.local
         wide = self._layout(region, window, (g, el, c, m), k, like)
         got, got_counts = self._exchange(region, like, wide, counts, k)
-        out = self._layout(region, got, (el, g * c, m), k, like, perm=(1, 0, 2, 3))
+        out = self._layout(region, got, (el, g * c, m), k, like, (1, 0, 2, 3), window)
         self._name(out, like.results[0], k)
         return out, got_counts
 
@@ -513,7 +517,7 @@ class TokenBuilder:
         wide = self._layout(region, window, (el, g, c, m), k, like)
         back = self._layout(region, wide, (g, el, c, m), k, like, perm=(1, 0, 2, 3))
         got, _ = self._exchange(region, like, back, counts, k)
-        out = self._layout(region, got, (e, c, m), k, like)
+        out = self._layout(region, got, (e, c, m), k, like, sent=window)
         self._name(out, like.results[0], k)
         return out
 
@@ -552,6 +556,7 @@ class TokenBuilder:
         zeros = build_kernel_op(
             "zeros", [], {"shape": (self.experts,), "dtype": "i64"}, role_of(gate)
         )
+        mark_moved([zeros], [gate])
         r.add(zeros, PRELUDE)
         offsets = zeros.results[0]
         params = {"gate": "switch", "capacity": self.capacity}
@@ -572,16 +577,14 @@ class TokenBuilder:
                 self.parts.setdefault(old, []).append(new)
                 self._name(new, old, k)
             offsets = win.results[3]
-            wide_counts = self._add(
-                r,
-                build_kernel_op(
-                    "reshape",
-                    [win.results[2]],
-                    {"shape": (self.group, self.local)},
-                    self._attrs(gate, k, fill=False),
-                ),
-                k,
-            ).results[0]
+            counts = build_kernel_op(
+                "reshape",
+                [win.results[2]],
+                {"shape": (self.group, self.local)},
+                self._attrs(gate, k, fill=False),
+            )
+            mark_moved([counts], [win])
+            wide_counts = self._add(r, counts, k).results[0]
             self.counts.append(wide_counts)
             self._clone(r, L.dispatch, k, fill=False)
             window = self.parts[g.ops[L.dispatch].results[0]][k]
@@ -649,6 +652,9 @@ class TokenBuilder:
                 if not self._outside(res):
                     continue
                 cat = build_kernel_op("concat", self.parts[res], {"axis": 0}, role_of(o))
+                index = self.graph.index
+                readers = sorted(index[u.operation] for u in res.uses if u.operation in index)
+                mark_moved([cat], [o, *(self.graph.ops[r] for r in readers)])
                 region.add(cat, EPILOGUE)
                 region.merged[(i, j)] = cat.results[0]
                 region.epilogue.append(cat)
@@ -663,7 +669,13 @@ class TokenBuilder:
                 total = self.parts[res][0]
                 for p in self.parts[res][1:]:
                     add = build_kernel_op("add", [total, p], None, role_of(o))
+                    mark_moved([add], [o])
                     region.add(add, EPILOGUE)
                     region.epilogue.append(add)
                     total = add.results[0]
                 region.merged[(i, j)] = total
+
+
+def _producer(v: SSAValue) -> Operation | None:
+    """The op defining `v` (None for a block argument)."""
+    return v.owner if isinstance(v.owner, Operation) else None

@@ -31,13 +31,13 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 
 // CHECK-LABEL: func.func @moe
 // CHECK:         %[[X0:.*]], %[[X1:.*]] = comp.split %x {num = 2 : i64{{(, lancet.origin = .*)?}}}
-// CHECK:         %[[Z:.*]] = comp.zeros {shape = array<i64: 4>, dtype = "i64"}
+// CHECK:         %[[Z:.*]] = comp.zeros {shape = array<i64: 4>, dtype = "i64"{{(, lancet.origin = .*)?}}}
 // CHECK:         %n_part0 = comp.layer_norm %[[X0]], %gam, %bet {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %l_part0 = comp.matmul %n_part0, %wg {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %c_part0, %dm_part0, %[[N0:.*]], %[[O1:.*]] = comp.moe_gate_window %l_part0, %[[Z]] {capacity = 4 : i64, lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<4x4xf32>, tensor<4xi64>) -> (tensor<4x4x4xf32>, tensor<4x4x4xf32>, tensor<4xi64>, tensor<4xi64>)
 // CHECK:         %[[K0:.*]] = comp.reshape %[[N0]] {shape = array<i64: 2, 2>, lancet.part = 0 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %d_part0 = comp.moe_dispatch %n_part0, %dm_part0 {lancet.part = 0 : i64{{(, lancet.origin = .*)?}}} : (tensor<4x8xf32>, tensor<4x4x4xf32>) -> tensor<4x4x8xf32>
-// CHECK:         %[[S0:.*]] = comp.reshape %d_part0 {shape = array<i64: 2, 2, 4, 8>, lancet.part = 0 : i64, lancet.fill = 5.000000e-01 : f64}
+// CHECK:         %[[S0:.*]] = comp.reshape %d_part0 {shape = array<i64: 2, 2, 4, 8>, lancet.part = 0 : i64, lancet.fill = 5.000000e-01 : f64{{(, lancet.origin = .*)?}}}
 // CHECK:         %[[R0:.*]], %[[RC0:.*]] = comm.all_to_allv %[[S0]], %[[K0]] {lancet.part = 0 : i64, lancet.fill = 5.000000e-01 : f64} : (tensor<2x2x4x8xf32>, tensor<2x2xi64>) -> (tensor<2x2x4x8xf32>, tensor<2x2xi64>)
 // CHECK:         %c_part1, %dm_part1, %{{.*}}, %{{.*}} = comp.moe_gate_window %l_part1, %[[O1]] {capacity = 4 : i64, lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK:         %h_part0 = comp.batch_matmul %e_part0, %w {lancet.part = 0 : i64, lancet.fill = 5.000000e-01 : f64}
