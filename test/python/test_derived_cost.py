@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import make_context, run_pipeline, to_text
+from helpers import make_context, run_pipeline, run_tool, to_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr
@@ -331,3 +331,21 @@ def test_moved_origins_follow_parts_and_moved_ops() -> None:
     assert piece.attributes[attrs.ORIGIN] == moved.attributes[attrs.ORIGIN]
     assert piece.attributes[attrs.ORIGIN_BYTES] == moved.attributes[attrs.ORIGIN_BYTES]
     assert attrs.SHARE not in piece.attributes
+
+
+def test_the_report_of_a_partitioned_model_has_no_roofline_op(tmp_path: Path) -> None:
+    """lancet-opt with a profile of the unpartitioned model: the partitioned module's report
+    counts no roofline op and no mixed block, and no warning is printed (before: 28 roofline
+    ops, the splits, concats and sums, and the mixed warning)."""
+    profile = _write_profile(_model(), tmp_path / "p.json")
+    source = tmp_path / "m.mlir"
+    source.write_text(to_text(_model()))
+    report = tmp_path / "r.json"
+    done = run_tool(["lancet-opt", "--profile", profile, "-p", "moe-partition{parts=2}",
+                     str(source), "--report", str(report), "-o", str(tmp_path / "o.mlir")])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    sources = json.loads(report.read_text())["time_sources"]
+    assert sources["roofline"] == 0
+    assert sources["profile"] == 232
+    assert "mixed" not in sources
