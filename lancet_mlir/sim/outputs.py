@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lancet_mlir.dialects.comm import module_world_size
@@ -103,11 +104,19 @@ def check_output_request(
     """Validate `request` before any work; returns the parsed window.
 
     ParameterError (named through `names`) for a picture format other than PNG, SVG and
-    PDF, for two outputs that name the same file, and for a malformed window."""
+    PDF, for a report or timeline named `*.mlir`, for two outputs that name the same file,
+    and for a malformed window."""
     from lancet_mlir.sim.gantt import parse_window
 
     if request.gantt:
         picture_format(request.gantt, names["gantt"])
+    for field in ("report", "timeline"):
+        path = getattr(request, field)
+        if path and Path(path).suffix.lower() == ".mlir":
+            # under xdsl-opt a pass cannot see the input's name: a JSON output named like a
+            # module is most likely the input itself (an outside review lost its module so)
+            raise ParameterError(names[field], path, "writes JSON; refusing a .mlir file name "
+                                 "(the input module?)", quoted=False)  # fmt: skip
     given = [(f, p) for f in ("report", "timeline", "gantt") if (p := getattr(request, f))]
     for k, (field, path) in enumerate(given):
         for other, other_path in given[:k]:

@@ -6,10 +6,12 @@ formats by suffix; one file for two outputs refused; `--gantt-window` warnings."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import parse, run_pipeline, to_text
+from helpers import BIN, parse, run_pipeline, to_text
 from xdsl.utils.exceptions import PassFailedException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -105,6 +107,9 @@ def test_gantt_writes_the_format_its_suffix_names(tmp_path: Path, suffix: str, m
     ('gantt="g.jpg"', "simulate: gantt g.jpg: cannot write a '.jpg' picture; use .png, .svg or .pdf"),
     ('report="o.json" timeline="o.json"',
      "simulate: timeline o.json: report writes that file too; give each output its own file"),
+    ('report="m.mlir"', "simulate: report m.mlir: writes JSON; refusing a .mlir file name (the input module?)"),
+    ('timeline="x/m.MLIR"',
+     "simulate: timeline x/m.MLIR: writes JSON; refusing a .mlir file name (the input module?)"),
     ('gantt="g.png" gantt-window="2:x"',
      "simulate: gantt-window '2:x': 'x' is not a time (a number with an optional unit us, ms or s)"),
 ])  # fmt: skip
@@ -112,6 +117,16 @@ def test_bad_output_options_fail_naming_the_option(options: str, message: str) -
     with pytest.raises(PassFailedException) as info:
         run_pipeline(parse(STEP), f"simulate{{{options}}}")
     assert str(info.value) == message
+
+
+def test_xdsl_opt_cannot_replace_its_input_module_with_a_report(tmp_path: Path) -> None:
+    module = tmp_path / "m.mlir"
+    module.write_text(STEP)
+    proc = subprocess.run([str(BIN / "xdsl-opt"), str(module), "-p", f'simulate{{report="{module}"}}',
+                           "-o", os.devnull], capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "writes JSON; refusing a .mlir file name" in proc.stderr
+    assert module.read_text() == STEP
 
 
 def test_window_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
