@@ -67,7 +67,13 @@ def _load(target: str) -> tuple[Any, Sequence[Any]]:
     func = getattr(module, name, None)
     if not callable(func):
         raise UserError(f"{script}: has no function '{name}'")
-    made = func()
+    try:
+        made = func()
+    except Exception as exc:  # noqa: BLE001 - the user's code: say where it failed
+        detail = str(exc).strip().splitlines()
+        raise UserError(
+            f"{target} raised {type(exc).__name__}" + (f": {detail[0]}" if detail else "")
+        ) from exc
     if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
         raise UserError(f"{target}: must return (step_fn, example_args)")
     return made[0], list(made[1])
@@ -78,16 +84,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body() -> int:
         args = _parser().parse_args(argv)
-        _split_target(args.target)  # a bad target fails fast, before torch's import
+        from lancet_mlir.support.files import check_output_folder, write_atomic
+
+        script, _ = _split_target(args.target)  # a bad target fails fast, before torch's import
+        if args.output is not None:  # never over the script itself (or a link to it)
+            check_output_folder(args.output, "-o", [str(script)])
         try:
             import torch  # noqa: F401
         except ImportError:
             raise UserError("PyTorch is not installed: pip install 'lancet-mlir[torch]'") from None
-        from lancet_mlir.support.files import check_output_folder, write_atomic
         from lancet_mlir.torch import capture, import_graph
 
-        if args.output is not None:
-            check_output_folder(args.output)
         if not 0 <= args.rank < args.world_size:
             raise UserError(f"--rank: must be in [0, {args.world_size}), got {args.rank}")
         step, example = _load(args.target)

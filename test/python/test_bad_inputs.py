@@ -16,6 +16,7 @@ MODULES = {
     "lancet-model": "lancet_mlir.tools.lancet_model",
     "lancet-profile": "lancet_mlir.tools.lancet_profile",
     "lancet-trace": "lancet_mlir.tools.lancet_trace",
+    "lancet-torch": "lancet_mlir.tools.lancet_torch",
 }
 
 

@@ -60,3 +60,31 @@ def test_bad_target_is_one_line(tmp_path: Path) -> None:
         assert res.stderr.count("\n") == 1, res.stderr
         assert message in res.stderr
         assert not out.exists()
+
+
+def test_output_never_replaces_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "mystep.py"
+    source = (REPO / "examples/torch/export_step.py").read_text()
+    script.write_text(source)
+    models = (REPO / "examples/torch/torch_models.py").read_text()
+    (tmp_path / "torch_models.py").write_text(models)  # the script's import
+    link = tmp_path / "link.py"
+    link.symlink_to(script)
+    for output in (script, link):  # the script itself, or a link to it
+        res = _run("lancet-torch", "export", f"{script}:make_step", "--world-size", "2",
+                   "-o", str(output))  # fmt: skip
+        assert res.returncode == 1
+        assert res.stderr == (f"lancet-torch: error: -o {output}: is also an input of this run; "
+                              "refusing to replace it\n")  # fmt: skip
+        assert script.read_text() == source
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "mystep.py", "torch_models.py"]
+
+
+def test_raising_make_step_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "mystep.py"
+    script.write_text("def make_step():\n    raise RuntimeError('boom')\n")
+    out = tmp_path / "out.mlir"
+    res = _run("lancet-torch", "export", f"{script}:make_step", "--world-size", "2", "-o", str(out))
+    assert res.returncode == 1
+    assert res.stderr == f"lancet-torch: error: {script}:make_step raised RuntimeError: boom\n"
+    assert not out.exists()
