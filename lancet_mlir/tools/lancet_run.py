@@ -89,6 +89,9 @@ def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
 
     args = build_parser().parse_args(argv)
     size = launcher_world_size()
+    if in_mpi_job() and "-" in (args.compare or [args.module]):
+        # only rank 0 gets stdin: the others would wait on it forever (checked before any read)
+        raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
     if in_mpi_job() and args.ranks is not None and args.ranks != size:
         raise UserError(f"--ranks {args.ranks} does not match the MPI world size {size}")
     if args.ranks is not None and not in_mpi_job():
