@@ -22,7 +22,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lancet_mlir.tools.cli import (
     ArgumentParser,
@@ -246,11 +246,22 @@ def cmd_sync(args: argparse.Namespace) -> int:
     """Average this rank's profile with every other rank's and write the result."""
     from mpi4py import MPI
 
+    from lancet_mlir.support.errors import AgreedError
+
+    comm = MPI.COMM_WORLD
+    try:
+        return _sync_body(args, comm)
+    except AgreedError:  # every rank knows: rank 0 prints the one line, the others exit 1
+        if comm.Get_rank() == 0:
+            raise
+        raise SystemExit(1) from None
+
+
+def _sync_body(args: argparse.Namespace, comm: Any) -> int:
     from lancet_mlir.measure.mpi_sync import load_and_sync, raise_if_any_failed
     from lancet_mlir.support.files import commit_outputs
     from lancet_mlir.support.mpi_job import fault_point
 
-    comm = MPI.COMM_WORLD
     db = load_and_sync(args.input, comm)
     rank = comm.Get_rank()
     error = None

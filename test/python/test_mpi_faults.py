@@ -138,10 +138,49 @@ def test_profile_sync_read_fault_on_one_rank(tmp_path: Path) -> None:
     args = ["sync", str(tmp_path / "p.{rank}.json"), "-o", str(tmp_path / "out.json")]
     proc = mpiexec("lancet_profile", args, args, fault="1:read")
     assert proc.returncode == 1
-    assert set(errors(proc, "lancet-profile")) == {
+    assert errors(proc, "lancet-profile") == [
         "lancet-profile: error: rank 1: injected fault at read"
-    }
+    ]
     assert not (tmp_path / "out.json").exists()
     proc = mpiexec("lancet_profile", args, args)  # without the fault: the mean of 1 and 2
     assert proc.returncode == 0, proc.stderr
     assert ProfileDB.load(tmp_path / "out.json").entries["k"].mean_us == 1.5
+
+
+def test_lancet_run_refuses_stdin_under_mpiexec() -> None:
+    """Only rank 0 gets stdin: rank 1 would wait on it forever (it hung before the fix)."""
+    argv = [*mpiexec_argv(2), sys.executable, "-m", "lancet_mlir.tools.lancet_run", "-"]
+    with open(MODULE) as module:
+        proc = subprocess.run(argv, stdin=module, capture_output=True, text=True, timeout=TIMEOUT,
+                              env=_env(None))  # fmt: skip
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-run") == [
+        "lancet-run: error: rank 0: under mpiexec pass the module as a file "
+        "(stdin reaches rank 0 only)"
+    ]
+    assert proc.stdout == ""
+
+
+def test_profile_sync_error_is_printed_once(tmp_path: Path) -> None:
+    from lancet_mlir.cost.profile_db import ProfileDB, ProfileEntry
+
+    out = tmp_path / "s.json"
+    missing = ["sync", str(tmp_path / "nosuch.{rank}.json"), "-o", str(out)]
+    proc = mpiexec("lancet_profile", missing, missing)
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-profile") == [  # was printed by both ranks
+        f"lancet-profile: error: rank 0: {tmp_path / 'nosuch.0.json'}: no such file "
+        "(and 1 more rank(s) failed)"
+    ]
+    for rank in range(2):
+        path = tmp_path / f"p.{rank}.json"
+        ProfileDB({"k": ProfileEntry(1.0)}).save(path)
+        path.write_text(path.read_text().replace('"version": 1,', '"version": 99,'))
+    old = ["sync", str(tmp_path / "p.{rank}.json"), "-o", str(out)]
+    proc = mpiexec("lancet_profile", old, old)
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-profile") == [
+        f"lancet-profile: error: rank 0: {tmp_path / 'p.0.json'}: unsupported profile version 99 "
+        "(this tool reads version 1) (and 1 more rank(s) failed)"
+    ]
+    assert not out.exists()
