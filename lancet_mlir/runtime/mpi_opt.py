@@ -79,13 +79,15 @@ def run_on_rank0_and_broadcast(main: Any) -> str:
 
 def input_digest(path: str | None) -> tuple[str | None, str | None]:
     """(error line, sha256 of the file's bytes) of one rank's input; (None, None) for stdin."""
-    from lancet_mlir.support.files import STDOUT, read_bytes
+    from lancet_mlir.support.files import STDOUT, decode_text, read_bytes
 
     if path is None or path == STDOUT:
         return None, None
     try:
         fault_point("read")
-        return None, hashlib.sha256(read_bytes(path)).hexdigest()
+        data = read_bytes(path)
+        decode_text(data, path)  # an unreadable module is this rank's error, not a mismatch
+        return None, hashlib.sha256(data).hexdigest()
     except Exception as exc:  # noqa: BLE001 - every rank must learn of the failure
         return one_line(exc), None
 

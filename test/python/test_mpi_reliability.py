@@ -56,6 +56,13 @@ def test_lancet_opt_mpi_ranks_agree_on_the_input(tmp_path: Path) -> None:
     (line,) = _errors(proc.stderr, "lancet-opt")
     assert line.startswith("lancet-opt: error: rank 1: its input differs from rank 0's (sha256 ")
     assert line.endswith("); every rank must be given the same module")
+    binary = tmp_path / "binary.mlir"
+    binary.write_bytes(b"func.func @f() \xff\xfe\n")
+    proc = _opt_mpmd(str(binary), MODULE)  # rank 0 cannot read its input: that is the line
+    assert proc.returncode == 1
+    assert _errors(proc.stderr, "lancet-opt") == [
+        f"lancet-opt: error: rank 0: {binary}: not UTF-8 text (byte 15)"
+    ]
     same = _opt_mpmd(MODULE, MODULE)
     assert same.returncode == 0, same.stderr
 
