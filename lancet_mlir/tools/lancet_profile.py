@@ -296,7 +296,7 @@ def cmd_from_kineto(args: argparse.Namespace) -> int:
     from lancet_mlir.importers.traces import load_steps
     from lancet_mlir.importers.traces.profile import profile_from_steps
 
-    _emit(profile_from_steps(load_steps(args.traces, args.step)).to_json_text(), args.output)
+    _emit(profile_from_steps(load_steps(args.traces, args.step, tool="lancet-profile")).to_json_text(), args.output)
     return 0
 
 

@@ -12,6 +12,8 @@ docs/formats.md "Profiler traces", reference material in docs/user-guide.md.
 
 from __future__ import annotations
 
+import sys
+
 from lancet_mlir.importers.traces.chakra import (
     chakra_step,
     is_chakra_binary,
@@ -34,9 +36,23 @@ def _chakra(path: str) -> StepTrace | None:
     return chakra_step(parse_chakra_binary(data, path), path)
 
 
-def load_steps(paths: list[str], step: int | None = None, et: list[str] | None = None) -> list[StepTrace]:
+def _check_world(steps: list[StepTrace]) -> None:
+    """UserError unless every trace states the same world size and a rank within it."""
+    first = steps[0]
+    for st in steps:
+        if not 0 <= st.rank < st.world_size:
+            raise UserError(f"{st.source}: rank {st.rank} is outside world size {st.world_size}")
+        if st.world_size != first.world_size:
+            raise UserError(f"{st.source}: world size {st.world_size} differs from {first.source}'s "
+                            f"{first.world_size}")
+
+
+def load_steps(paths: list[str], step: int | None = None, et: list[str] | None = None,
+               tool: str = "lancet-trace") -> list[StepTrace]:
     """One `StepTrace` per Kineto trace in `paths` (one per rank), sorted by rank; `et[i]`, a
-    PyTorch execution trace of the same run, adds data dependencies to `paths[i]`'s step."""
+    PyTorch execution trace of the same run, adds data dependencies to `paths[i]`'s step.
+    A Kineto trace whose GPU activities overlap on a stream gets one warning line on stderr,
+    prefixed with `tool`."""
     if not paths:
         raise UserError("no trace given")
     if et and len(et) != len(paths):
@@ -59,6 +75,8 @@ def load_steps(paths: list[str], step: int | None = None, et: list[str] | None =
         if not is_kineto(doc):
             raise UserError(f"{path}: not a Kineto, Chakra or PyTorch execution trace")
         raw = parse_kineto(doc, path)
+        if raw.overlap_warning is not None:
+            sys.stderr.write(f"{tool}: warning: {raw.overlap_warning}\n")
         st = build_step(raw, step)
         if et:
             from lancet_mlir.importers.traces.et import add_data_dependencies, parse_et
@@ -67,6 +85,7 @@ def load_steps(paths: list[str], step: int | None = None, et: list[str] | None =
         steps.append(st)
     if len(steps) > 1 and any(s.period_basis == "none" for s in steps):
         raise UserError("Chakra traces are replayed one at a time (they carry no times to couple ranks by)")
+    _check_world(steps)
     ranks = [s.rank for s in steps]
     if len(set(ranks)) != len(ranks):
         raise UserError(f"several traces claim the same rank ({sorted(ranks)}): give one per rank")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,14 @@ GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
 """Chrome-trace categories of GPU activities -> our kinds."""
 CALL_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
 SPAN_CATS = ("cpu_op", "user_annotation", "Operator", "python_function")
+_USED_CATS = {*GPU_CATS, *CALL_CATS, *SPAN_CATS, "cuda_sync"}
+"""Categories whose events are read (and so checked); others are skipped unread."""
 SCHEMA_VERSIONS = (1,)
 """Kineto `schemaVersion`s this reader knows (absent is accepted too)."""
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
+OVERLAP_TOLERANCE_US = 1.0
+"""Overlap of two consecutive GPU activities on one stream that is put down to clock rounding
+(real traces have sub-µs ones); beyond it `RawTrace.overlap_warning` is set."""
 
 
 @dataclass
@@ -94,6 +100,9 @@ class RawTrace:
     """(N, ts, dur) of every `ProfilerStep#N`, by start."""
     schema: str = "new"
     pg_config: list[dict[str, Any]] = field(default_factory=list)
+    overlap_warning: str | None = None
+    """Set when GPU activities on one stream overlap by more than `OVERLAP_TOLERANCE_US`: the
+    first such overlap, and how many the trace has."""
 
 
 def load_json(path: str) -> Any:
@@ -134,6 +143,69 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
+def _fmt(x: float) -> str:
+    """`x` as written in a message: an integral float without its `.0`."""
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def _times(e: dict[str, Any], name: str, gpu: str | None, source: str) -> tuple[float, float] | None:
+    """(ts, dur) of the complete event `e`, None to skip it; UserError for a bad value. `gpu`
+    is the kind of a GPU activity (None for host events): it must have a duration >= 0, where
+    a host event without a usable duration is skipped as before."""
+    raw_ts = e.get("ts")
+    what = f"{gpu} {name!r}" if gpu else f"event {name!r}"
+    if raw_ts is None:
+        if gpu:
+            raise UserError(f"{source}: {what}: no ts (a GPU activity without a start cannot be replayed)")
+        return None
+    ts = _num(raw_ts)
+    if ts is None:
+        raise UserError(f"{source}: {what}: ts must be a number, got {raw_ts!r}")
+    if not math.isfinite(ts):
+        raise UserError(f"{source}: {what}: ts must be finite, got {raw_ts!r}")
+    what = f"{what} at ts {_fmt(ts)}"
+    raw_dur = e.get("dur")
+    if raw_dur is None:
+        if gpu:
+            raise UserError(f"{source}: {what}: no dur (a GPU activity without a duration cannot be "
+                            "replayed)")
+        return None
+    dur = _num(raw_dur)
+    if dur is None:
+        raise UserError(f"{source}: {what}: dur must be a number, got {raw_dur!r}")
+    if not math.isfinite(dur):
+        raise UserError(f"{source}: {what}: dur must be finite, got {raw_dur!r}")
+    if dur < 0:
+        if gpu:
+            raise UserError(f"{source}: {what}: dur must be >= 0, got {_fmt(dur)}")
+        return None
+    return ts, dur
+
+
+def _overlap_warning(acts: list[Activity], source: str) -> str | None:
+    """The warning about GPU activities that overlap on one stream by more than the tolerance
+    (`acts` sorted by start), None if none do."""
+    last: dict[int, Activity] = {}
+    first: tuple[Activity, Activity, float] | None = None
+    count = 0
+    for a in acts:
+        prev = last.get(a.stream)
+        if prev is not None:
+            overlap = prev.ts + prev.dur - a.ts
+            if overlap > OVERLAP_TOLERANCE_US:
+                count += 1
+                if first is None:
+                    first = (a, prev, overlap)
+        if prev is None or a.ts + a.dur > prev.ts + prev.dur:
+            last[a.stream] = a
+    if first is None:
+        return None
+    a, prev, overlap = first
+    more = f"; {count} overlaps beyond {_fmt(OVERLAP_TOLERANCE_US)} us in the trace" if count > 1 else ""
+    return (f"{source}: stream {a.stream}: {a.kind} {a.name!r} at ts {_fmt(a.ts)} starts before "
+            f"{prev.name!r} ends (overlap {_fmt(round(overlap, 3))} us){more}")
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -169,11 +241,14 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         cat = e.get("cat")
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
-        if ts is None or dur is None or dur < 0:
+        if not isinstance(cat, str) or cat not in _USED_CATS:
             continue
-        args = _dict(e.get("args"))
         name = str(e.get("name", ""))
+        times = _times(e, name, GPU_CATS.get(cat), source)
+        if times is None:
+            continue
+        ts, dur = times
+        args = _dict(e.get("args"))
         if cat in GPU_CATS:
             acts.append(Activity(name, GPU_CATS[cat], ts, dur, _int(args.get("stream"), _int(e.get("tid"))),
                                  _int(args.get("correlation")), _int(args.get("External id")), args))
@@ -195,4 +270,5 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
     spans.sort(key=lambda s: (s.ts, -s.dur))
     steps = sorted(set(steps), key=lambda s: (s[1], s[0]))
     schema = "old" if acts and all(a.ext == a.corr for a in acts if a.ext >= 0) else "new"
-    return RawTrace(source, rank, world, device, acts, calls, spans, syncs, steps, schema, pg)
+    return RawTrace(source, rank, world, device, acts, calls, spans, syncs, steps, schema, pg,
+                    _overlap_warning(acts, source))
