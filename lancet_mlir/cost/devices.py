@@ -49,6 +49,16 @@ scheduling and tail even when it does no work (launch overheads of 2-5 µs are t
 Volta to Hopper, dominated by the driver and the GPU front end, not the SMs); 2 µs is the low
 end, so that tiny ops are not overstated. XLA's H100 matmul table agrees: its smallest matmuls
 take ~5 µs, never less.
+
+`min_matmul_us`, the shortest time of a matmul on a device *without* a matmul table (V100,
+A100): 5 µs. A GEMM kernel is not an elementwise kernel: before its first output it fills its
+shared-memory pipeline (several K-tiles loaded from HBM) and after its last it runs the
+epilogue, a few µs of memory latency that does not shrink with the FLOP rate. XLA's measured
+tables show it: the smallest matmuls (33.5 MFLOP) take 4.99 µs on the H100 and 4.96 µs on the
+B200, 2.3x apart in peak. Devices with a table get this floor from their curve; without one
+the matmul roofline was floored at the 2 µs launch floor, i.e. a tiny matmul on a V100 was
+estimated 2.5x faster than on an H100. Real V100 traces agree (docs/benchmarks.md
+"Fidelity": batch-16 cuBLAS GEMMs take 4-23 µs, median 7 µs).
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ T = 1e12
 G = 1e9
 
 MIN_KERNEL_US = 2.0  # launch + tail of one GPU kernel (module doc)
+MIN_MATMUL_US = 5.0  # GEMM latency floor where a device has no matmul table (module doc)
 IB_LATENCY_US = 15.0  # InfiniBand inter-node latency per collective (module doc)
 
 
@@ -83,6 +94,7 @@ class Device:
     internode_gbps_per_gpu: float = 400.0  # network Gb/s per GPU (module doc)
     internode_latency_us: float = IB_LATENCY_US
     min_kernel_us: float = MIN_KERNEL_US  # floor of roofline-estimated kernel times
+    min_matmul_us: float = MIN_MATMUL_US  # floor of a tableless device's matmul (module doc)
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for `dtype`; dtypes without their own entry run at the f32 rate."""

@@ -16,7 +16,8 @@ cores, so that curve is stored as `tf32`; an F32 matmul (no TF32: the numpy/cupy
 true FP32) costs the larger of the FP32 roofline term and the TF32 curve, which supplies the
 small-size latency floor the plain roofline lacks; f64 and integer matmuls are costed the same
 way, fp8/int8 ones against the bf16 curve scaled to their peak (`matmul_time_us`). The memory
-term always applies.
+term always applies. A device without a table floors a matmul's roofline at its `min_matmul_us`
+(5 µs: the GEMM latency the tables show, devices.py) instead of the 2 µs launch floor.
 
 Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, tail), so an
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
@@ -191,7 +192,7 @@ def matmul_time_us(flops: float, nbytes: float, dtype: str, device: Device) -> f
     roofline = roofline_time_us(flops, nbytes, dtype, device)
     reference = "bf16" if device.peak(dtype) > device.peak("bf16") else "tf32"
     if reference not in curves:
-        return roofline
+        return max(roofline, device.min_matmul_us) if roofline > 0 else roofline
     equivalent = flops * min(1.0, device.peak(reference) / device.peak(dtype))
     return max(roofline, curves[reference](equivalent))
 

@@ -74,7 +74,7 @@ def test_the_pass_builds_what_the_plan_planned() -> None:
     plan = plan_capacity_block(graph, _time_of(module), CapacitySearch("dp", 2, 8))
     _applied(graph, plan)
     by_pass = build_gpt2_moe(CFG)
-    MoePartitionPass(parts=2).apply(Context(), by_pass)
+    MoePartitionPass(parts=2, cluster="p3dn").apply(Context(), by_pass)
     assert to_text(by_pass) == to_text(module)
 
 

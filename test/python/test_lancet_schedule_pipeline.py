@@ -114,9 +114,12 @@ def test_partition_stage_is_moe_partition_then_scheduling(tmp_path) -> None:
 
 def test_search_never_leaves_the_pipeline_slower_than_no_search() -> None:
     """The local search can make the unfused schedule faster yet fuse worse: on this model
-    (2 MoE layers, 16 ranks, p4de) the searched schedule (790.4 us unfused) fused to 550.4 us
-    and polished to 510.0 us, while fusing the dW placement (806.6 us) gives 485.4 us with no
-    search at all. Fusion now starts from both, so the search can only help."""
+    (2 MoE layers, 16 ranks, p4de) with the A100's old 2 µs matmul floor, the searched schedule
+    (790.4 us unfused) fused to 550.4 us and polished to 510.0 us, while fusing the dW placement
+    (806.6 us) gave 485.4 us with no search at all. Fusion now starts from both, so the search
+    can only help. With the 5 µs matmul floor of tableless devices (its matmuls are tiny) the
+    model takes 592.9 us without search and 577.4 us with it."""
+
     from test_lancet_schedule_candidates import makespan as cluster_makespan
 
     base = build_gpt2_moe(GPT2MoEConfig(layers=2, moe_every=1, hidden=128, heads=4, seq=40, batch=3,
@@ -124,9 +127,9 @@ def test_search_never_leaves_the_pipeline_slower_than_no_search() -> None:
     base.attributes["lancet.cluster"] = StringAttr("p4de")
     no_search = cluster_makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0}"))
     searched = cluster_makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=1}"))
-    assert round(no_search, 1) == 485.4
+    assert round(no_search, 1) == 592.9
     assert searched <= no_search
-    assert round(searched, 1) == 475.3
+    assert round(searched, 1) == 577.4
 
 
 @settings(max_examples=25, deadline=None)
