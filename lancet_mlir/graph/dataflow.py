@@ -11,13 +11,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import UnregisteredOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
+from lancet_mlir.support.locations import op_display_name as op_display_name  # re-exported
 
 
 def is_collective(op: Operation) -> bool:
@@ -28,11 +28,6 @@ def is_collective(op: Operation) -> bool:
 def collective_kind(op: Operation) -> str | None:
     """The cost-model kind of a collective (`allreduce`, `all_to_all`, ...) or None."""
     return op.KIND if isinstance(op, CollectiveOp) else None
-
-
-def op_display_name(op: Operation) -> str:
-    """The op's name as written in the input, also for unregistered ops."""
-    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
 @dataclass

@@ -112,14 +112,15 @@ def result_names(op: Operation) -> list[str]:
 def op_label(op: Operation) -> str:
     """How an error line names an op: `%r = comm.all_to_all` (results with their SSA names
     as written, `%?` for an unnamed one), or the op name alone when it has no result."""
-    name = _display_name(op)
+    name = op_display_name(op)
     if not op.results:
         return name
     return f"{', '.join(result_names(op))} = {name}"
 
 
-def _display_name(op: Operation) -> str:
-    """The op's name as written in the input, also for an unregistered op."""
+def op_display_name(op: Operation) -> str:
+    """The op's name as written in the input, also for an unregistered op (the one home of
+    this helper: `graph.dataflow` re-exports it)."""
     return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
@@ -166,7 +167,7 @@ def with_location(op: Operation | None, message: str, source: str) -> str:
 def _without_op_name(op: Operation, message: str) -> str:
     """`message` without its leading `op.name: ` (the label says it), also after the
     `pass-name: ` a pass failure starts with (`simulate: comm.allreduce: ...`)."""
-    names = {op.name, _display_name(op)}
+    names = {op.name, op_display_name(op)}
     prefixes = [p for n in sorted(names) for p in (f"{n}: ", f"'{n}': ")]
     head, sep, rest = message.partition(": ")
     for prefix in prefixes:

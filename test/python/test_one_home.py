@@ -156,7 +156,7 @@ def test_one_home_per_graph_concept() -> None:
         "dialects/checks.py",
         "dialects/comm.py",
     ]
-    assert _homes(r'"builtin\.unregistered"|op_name\.data if isinstance\(op, UnregisteredOp\)') == ["graph/dataflow.py"]
+    assert _homes(r'"builtin\.unregistered"|op_name\.data if isinstance\(op, UnregisteredOp\)') == ["support/locations.py"]
     assert _homes(r"PMI_SIZE|OMPI_COMM_WORLD_SIZE") == ["support/launcher.py"]
     assert _homes(r"def (in_mpi_job|under_mpi\w*)\(") == ["support/launcher.py"]
     assert _homes(r"class \w+\(Protocol\):\n(\s+\"\"\"[^\"]*\"\"\"\n)?\s+preds:") == ["graph/core.py"]
