@@ -206,6 +206,7 @@ class ModuleSimulation:
         self._results: dict[Block, BlockResult] = {}
         self._users: dict[Block, set[Block]] = {}
         self._running: set[Block] = set()
+        self._floors: dict[Block, float] = {}
 
     def item(self, block: Block) -> SimBlock | None:
         """The simulated block `block` is, or None (a container, or not of the module)."""
@@ -298,7 +299,9 @@ class ModuleSimulation:
 
     def invalidate(self, block: Block) -> None:
         """Forget what is known of `block` (a pass changed it) and of every block whose
-        durations used its makespan, transitively."""
+        durations used its makespan, transitively; compute floors are all forgotten (they are
+        cheap to recompute and a floor depends on every block below it)."""
+        self._floors.clear()
         stack = [block]
         while stack:
             b = stack.pop()
@@ -341,6 +344,12 @@ class ModuleSimulation:
         return self._floor(block, set())
 
     def _floor(self, block: Block, running: set[Block]) -> float:
+        # memoised per block: without it a function reached along many call paths (a chain
+        # of functions each calling the next twice) was walked once per path, 2^depth times.
+        # A value cut at a recursion is lower than the uncut one, so it is still a bound.
+        known = self._floors.get(block)
+        if known is not None:
+            return known
         graph, plans, model = self._modelled(block)
         running.add(block)
         total = 0.0
@@ -354,6 +363,7 @@ class ModuleSimulation:
             parts = [self._floor(b, running) * runs for b, runs in plan.parts]
             total += (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
         running.discard(block)
+        self._floors[block] = total
         return total
 
 

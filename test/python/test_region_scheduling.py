@@ -169,6 +169,45 @@ def test_bodies_come_first_and_are_costed_once_until_invalidated() -> None:
     assert sorted(model.costed) == ["a", "a", "a", "i", "i", "j", "j"]
 
 
+def _doubling_chain(depth: int) -> str:
+    """@d0 .. @d{depth}: each calls the next twice; the last is one 1 µs op."""
+    funcs = [f"""
+func.func @d{depth}(%x: {T}) -> {T} {{
+  {_op("o", 1.0)}
+  func.return %o : {T}
+}}"""]
+    for k in range(depth - 1, -1, -1):
+        funcs.append(f"""
+func.func @d{k}(%x: {T}) -> {T} {{
+  %a = func.call @d{k + 1}(%x) : ({T}) -> {T}
+  %b = func.call @d{k + 1}(%a) : ({T}) -> {T}
+  func.return %b : {T}
+}}""")
+    return "\n".join(reversed(funcs))
+
+
+def test_compute_floor_visits_each_function_once_however_many_paths_reach_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 2^30 call paths reach @d30: walked per path (as before the memo), this never ends
+    depth = 30
+    sim = ModuleSimulation(parse(_doubling_chain(depth)), MODEL)
+    calls: list[Block] = []
+    floor = ModuleSimulation._floor
+
+    def counted(self: ModuleSimulation, block: Block, running: set[Block]) -> float:
+        calls.append(block)
+        return floor(self, block, running)
+
+    monkeypatch.setattr(ModuleSimulation, "_floor", counted)
+    top = next(i.block for i in sim.items if i.label == "@d0")
+    assert sim.compute_floor_us(top) == 2.0**depth
+    assert len(set(calls)) == depth + 1
+    assert len(calls) == 2 * depth + 1  # the root once, every callee asked by two calls
+    sim.invalidate(top)  # forgets the floors: asked again, the same value
+    assert sim.compute_floor_us(top) == 2.0**depth
+
+
 CASE = f"""
 func.func @f(%x: {T}, %c: tensor<i32>) -> {T} {{
   %lb = arith.constant 0 : index
