@@ -152,34 +152,36 @@ def _times(e: dict[str, Any], name: str, gpu: str | None, source: str) -> tuple[
     """(ts, dur) of the complete event `e`, None to skip it; UserError for a bad value. `gpu`
     is the kind of a GPU activity (None for host events): it must have a duration >= 0, where
     a host event without a usable duration is skipped as before."""
-    raw_ts = e.get("ts")
     what = f"{gpu} {name!r}" if gpu else f"event {name!r}"
-    if raw_ts is None:
-        if gpu:
-            raise UserError(f"{source}: {what}: no ts (a GPU activity without a start cannot be replayed)")
-        return None
-    ts = _num(raw_ts)
+    ts = _field(e, "ts", "a start", gpu, f"{source}: {what}")
     if ts is None:
-        raise UserError(f"{source}: {what}: ts must be a number, got {raw_ts!r}")
-    if not math.isfinite(ts):
-        raise UserError(f"{source}: {what}: ts must be finite, got {raw_ts!r}")
-    what = f"{what} at ts {_fmt(ts)}"
-    raw_dur = e.get("dur")
-    if raw_dur is None:
-        if gpu:
-            raise UserError(f"{source}: {what}: no dur (a GPU activity without a duration cannot be "
-                            "replayed)")
         return None
-    dur = _num(raw_dur)
+    what = f"{what} at ts {_fmt(ts)}"
+    dur = _field(e, "dur", "a duration", gpu, f"{source}: {what}")
     if dur is None:
-        raise UserError(f"{source}: {what}: dur must be a number, got {raw_dur!r}")
-    if not math.isfinite(dur):
-        raise UserError(f"{source}: {what}: dur must be finite, got {raw_dur!r}")
+        return None
     if dur < 0:
         if gpu:
             raise UserError(f"{source}: {what}: dur must be >= 0, got {_fmt(dur)}")
         return None
     return ts, dur
+
+
+def _field(e: dict[str, Any], key: str, meaning: str, gpu: str | None, where: str) -> float | None:
+    """The finite number `e[key]`; None when it is absent from a host event (skipped);
+    UserError when it is absent from a GPU activity, not a number, or not finite."""
+    raw = e.get(key)
+    if raw is None:
+        if gpu:
+            raise UserError(f"{where}: no {key} (a GPU activity without {meaning} cannot be "
+                            "replayed)")
+        return None
+    value = _num(raw)
+    if value is None:
+        raise UserError(f"{where}: {key} must be a number, got {raw!r}")
+    if not math.isfinite(value):
+        raise UserError(f"{where}: {key} must be finite, got {raw!r}")
+    return value
 
 
 def _overlap_warning(acts: list[Activity], source: str) -> str | None:
