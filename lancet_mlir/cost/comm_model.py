@@ -28,7 +28,8 @@ Groups spanning several nodes (a model built with an `InterNode`, group size G a
 `gpus_per_node` n): a table measured at exactly G still wins, and so does interpolation between
 two measured group sizes that both exceed n (both multi-node measurements); otherwise the time
 is max(intra-node estimate, inter-node estimate). The intra-node estimate is the table at the
-largest measured group size <= n (alpha-beta at group size n when the kind has none): the
+largest measured group size <= n (the fallback model at group size n when the kind has none:
+alpha-beta, or NCCL's ring model on tableless devices, `cost/nccl_model.py`): the
 NVLink part of a multi-node collective is at least as slow as a node-wide collective of the
 same payload. The inter-node estimate is `InterNode.time_us`, an alpha-beta model of the
 network (see there). Tables measured within one node never reach this path, so group sizes
@@ -41,6 +42,7 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from lancet_mlir.dialects.collectives import kind_aliases, table_kinds
 from lancet_mlir.dialects.vocab import CollectiveKind
@@ -145,6 +147,7 @@ class AlphaBeta:
 
     alpha_us: float
     beta_us_per_byte: float
+    name = "alpha-beta"
 
     @classmethod
     def from_busbw(cls, alpha_us: float, busbw_gb_per_s: float) -> AlphaBeta:
@@ -156,6 +159,29 @@ class AlphaBeta:
         if group_size is not None and group_size <= 1:
             return 0.0
         return self.alpha_us + self.beta_us_per_byte * nbytes * bus_factor(kind, group_size)
+
+
+    def describe(self) -> str:
+        """One phrase for notes: latency and bus bandwidth."""
+        return f"alpha-beta (alpha {self.alpha_us:g} us, busbw {1e-3 / self.beta_us_per_byte:.0f} GB/s)"
+
+
+class IntraNodeModel(Protocol):
+    """A table-free model of a collective within one NVLink domain: `AlphaBeta`, or NCCL's
+    own protocol-aware model (`cost/nccl_model.NcclRing`)."""
+
+    @property
+    def name(self) -> str:
+        """A short name for notes."""
+        ...
+
+    def time_us(self, kind: str, nbytes: float, group_size: int | None) -> float:
+        """Predicted time of one collective of `nbytes` payload bytes."""
+        ...
+
+    def describe(self) -> str:
+        """One phrase for notes."""
+        ...
 
 
 # ---- the network between nodes ------------------------------------------------------------------
@@ -278,7 +304,7 @@ class CommModel:
     def __init__(
         self,
         curves: dict[tuple[str, int], PiecewiseLinear],
-        alpha_beta: AlphaBeta,
+        alpha_beta: IntraNodeModel,
         label: str = "",
         internode: InterNode | None = None,
         link_bytes_per_s: float | None = None,
@@ -300,7 +326,7 @@ class CommModel:
     def from_table(
         cls,
         table: CommTable,
-        alpha_beta: AlphaBeta,
+        alpha_beta: IntraNodeModel,
         label: str = "",
         internode: InterNode | None = None,
         link_bytes_per_s: float | None = None,
@@ -361,9 +387,7 @@ class CommModel:
         if not sizes:
             self.note(
                 f"{canon}: no measured table{' in ' + self.label if self.label else ''}; "
-                "used alpha-beta "
-                f"(alpha {self.alpha_beta.alpha_us:g} us, "
-                f"busbw {1e-3 / self.alpha_beta.beta_us_per_byte:.0f} GB/s)"
+                f"used {self.alpha_beta.describe()}"
             )
             return self.alpha_beta.time_us(canon, nbytes, group_size)
         return self._table_time(canon, sizes, nbytes, group_size)
@@ -418,7 +442,7 @@ class CommModel:
             source = f"measured table at group size {intra_sizes[-1]}"
         else:
             intra = self.alpha_beta.time_us(kind, nbytes, per_node)
-            source = f"alpha-beta at group size {per_node}"
+            source = f"{self.alpha_beta.name} at group size {per_node}"
         self.note(
             f"{kind}: group size {group_size} spans {net.nodes(group_size)} nodes of "
             f"{per_node} GPUs; used the larger of the intra-node {source} and the inter-node "

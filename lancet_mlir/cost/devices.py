@@ -17,11 +17,15 @@ figures "with sparsity", which are twice the dense ones; we halve those):
 
 Communication: H100 and B200 and GB200 have measured tables derived from XLA's collective perf
 table (lancet_mlir/data/README.md); the H200 reuses the H100 table (same NVLink 4 / NVSwitch
-fabric, same per-GPU link bandwidth). V100 and A100 have no table and use alpha-beta: the H100
-table reaches a bus bandwidth of about 0.40 x its NVLink bandwidth (340-400 of 900 GB/s at
-2 GiB, 8 GPUs) with about 20 µs latency, and the same ratio is applied to NVLink 2 (300 GB/s ->
-120 GB/s) and NVLink 3 (600 GB/s -> 240 GB/s). The alpha-beta of table devices is the fallback
-for a kind their table lacks (measured busbw: H100 ~360 GB/s, B200 ~600 GB/s, GB200 ~650 GB/s).
+fabric, same per-GPU link bandwidth). V100 and A100 have no table and use NCCL's own
+latency/bandwidth model of its ring protocols (`nccl_model.NcclRing`: per-protocol latencies
+from NCCL's tuning, LL / LL128 / Simple, the cheapest taken, so the effective bandwidth ramps up
+with the message size). Its large-message bus bandwidth is what the H100 table reaches, about
+0.40 x its NVLink bandwidth (340-400 of 900 GB/s at 2 GiB, 8 GPUs), applied to NVLink 2
+(300 GB/s -> 120 GB/s) and NVLink 3 (600 GB/s -> 240 GB/s; NCCL itself capped the A100's
+one-node bus bandwidth at 235 GB/s in its 2.7-2.8 tuning). The LL cap is NCCL's per generation:
+39 GB/s on Volta, 87.7 on Ampere. Table devices keep a plain alpha-beta as the fallback for a
+kind their table lacks (measured busbw: H100 ~360 GB/s, B200 ~600 GB/s, GB200 ~650 GB/s, 20 µs).
 
 Beyond one node (`gpus_per_node`, `internode_gbps_per_gpu`, `internode_latency_us`; the model
 is `comm_model.InterNode`): the measured tables cover one NVLink domain only, so a collective
@@ -65,7 +69,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lancet_mlir.cost.comm_model import AlphaBeta, InterNode
+from lancet_mlir.cost.comm_model import AlphaBeta, InterNode, IntraNodeModel
+from lancet_mlir.cost.nccl_model import LL_MAX_AMPERE_GB_PER_S, LL_MAX_VOLTA_GB_PER_S, NcclRing
 from lancet_mlir.support.errors import UserError
 
 T = 1e12
@@ -85,7 +90,7 @@ class Device:
     peak_flops: dict[str, float]
     hbm_bytes_per_s: float
     nvlink_bytes_per_s: float
-    alpha_beta: AlphaBeta
+    alpha_beta: IntraNodeModel  # collectives without a table (tableless devices: all of them)
     comm_table: str | None = None  # data file in lancet_mlir/data/
     matmul_table: str | None = None  # data file in lancet_mlir/data/
     xla_gpu: str | None = None  # `gpu` column value in XLA's perf tables
@@ -105,9 +110,10 @@ class Device:
         return InterNode(self.gpus_per_node, self.internode_gbps_per_gpu, self.internode_latency_us)
 
 
-def _nvlink_alpha_beta(nvlink_gb_per_s: float) -> AlphaBeta:
-    # 0.40 x NVLink bandwidth and 20 µs: what the H100 table shows (module doc)
-    return AlphaBeta.from_busbw(20.0, 0.40 * nvlink_gb_per_s)
+def _nvlink_nccl(nvlink_gb_per_s: float, ll_max_gb_per_s: float) -> NcclRing:
+    # NCCL's ring protocols at a bus bandwidth of 0.40 x NVLink, what the H100 table shows
+    # (module doc)
+    return NcclRing(0.40 * nvlink_gb_per_s, ll_max_gb_per_s)
 
 
 DEVICES: dict[str, Device] = {
@@ -119,7 +125,7 @@ DEVICES: dict[str, Device] = {
             {"f64": 7.8 * T, "f32": 15.7 * T, "f16": 125 * T},
             900 * G,
             300 * G,
-            _nvlink_alpha_beta(300),
+            _nvlink_nccl(300, LL_MAX_VOLTA_GB_PER_S),
             aliases=("sm_70", "v100-sxm2"),
             internode_gbps_per_gpu=100 / 8,  # p3dn.24xlarge: 100 Gb/s per 8-GPU node
             internode_latency_us=20.0,  # Ethernet (EFA), not InfiniBand
@@ -131,7 +137,7 @@ DEVICES: dict[str, Device] = {
              "f16": 312 * T, "i8": 624 * T},
             2039 * G,
             600 * G,
-            _nvlink_alpha_beta(600),
+            _nvlink_nccl(600, LL_MAX_AMPERE_GB_PER_S),
             aliases=("sm_80", "a100-sxm4"),
             internode_gbps_per_gpu=200.0,  # DGX A100: 8 x 200 Gb/s HDR
         ),

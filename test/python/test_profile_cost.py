@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 from helpers import parse, run_tool
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block
 
 from lancet_mlir.cost.cost_model import (
     CostConfig,
@@ -80,10 +83,15 @@ builtin.module attributes {lancet.world_size = 8 : i64} {
 """
 
 
-def _graph() -> DataflowGraph:
-    module = parse(MODULE)
+def _func_block(module: ModuleOp) -> Block:
+    """The body of the module's first function."""
     func = module.body.block.first_op
-    return DataflowGraph.from_block(func.body.block)
+    assert isinstance(func, FuncOp)
+    return func.body.block
+
+
+def _graph() -> DataflowGraph:
+    return DataflowGraph.from_block(_func_block(parse(MODULE)))
 
 
 def _profile(tmp_path: Path, graph: DataflowGraph, times: dict[int, float]) -> str:
@@ -141,12 +149,16 @@ def test_user_comm_table_overrides_device_table(tmp_path: Path) -> None:
     assert model.graph_times(graph)[2] == pytest.approx(100 + 700 * (4194304 - 1e6) / 7e6)
 
 
-def test_a100_uses_alpha_beta_and_notes_it() -> None:
+def test_a100_uses_nccl_model_and_notes_it() -> None:
     graph = _graph()
     model = CostModel.build(CostConfig(device="A100"))
-    assert model.graph_times(graph)[2] == pytest.approx(20 + 4194304 * 1.75 / 240e9 * 1e6)
+    # 4 MiB allreduce on 8 A100s, NCCL's ring model (cost/nccl_model.py), 14 steps:
+    # LL128 14.0 + 14 * 1.9 us + 4 MiB * 1.75 / (0.92 * 240 GB/s) = 73.84 us beats
+    # Simple 8.4 + 14 * 3.4 + 4 MiB * 1.75 / 240 GB/s = 86.58 us and LL (60 GB/s) 137.3 us
+    assert model.graph_times(graph)[2] == pytest.approx(14 + 14 * 1.9 + 4194304 * 1.75 / 220.8e3)
     assert model.notes == [
-        "allreduce: no measured table; used alpha-beta (alpha 20 us, busbw 240 GB/s)"
+        "allreduce: no measured table; used NCCL's ring model (LL/LL128/Simple, busbw 240 GB/s, "
+        "LL at most 87.7 GB/s)"
     ]
 
 
@@ -171,6 +183,7 @@ def test_bad_inputs_raise_user_errors(tmp_path: Path) -> None:
         '%x = "my.op"() {lancet.time_us = -2.0 : f64} : () -> tensor<4xf32>\n'
     )
     op = module.body.block.first_op
+    assert op is not None
     with pytest.raises(UserError, match="my.op: lancet.time_us must be a finite number >= 0"):
         CostModel.from_config(CostConfig()).op_time_us(op)
 
@@ -194,7 +207,7 @@ def test_graph_times_of_a_repetitive_block() -> None:
         lines.append(f"  %r{n} = comm.allreduce %y{n} : (tensor<64x256xf32>) -> tensor<64x256xf32>")
         lines.append(f'  %u{n} = "my.op"(%r{n}) : (tensor<64x256xf32>) -> tensor<64x256xf32>')
     lines += ["  func.return", "}", "}"]
-    graph = DataflowGraph.from_block(parse("\n".join(lines)).body.block.first_op.body.block)
+    graph = DataflowGraph.from_block(_func_block(parse("\n".join(lines))))
     model = CostModel.build(CostConfig())
     times = model.graph_times(graph)
     assert len(times) == 1200
@@ -222,7 +235,7 @@ S64 = 67108864
 
 
 def _multinode_ops() -> list:
-    return list(parse(MULTINODE).body.block.first_op.body.block.ops)[:3]
+    return list(_func_block(parse(MULTINODE)).ops)[:3]
 
 
 def test_h100_devices_network_fields() -> None:
@@ -265,10 +278,10 @@ def test_h100_multinode_all_to_all_and_allreduce_hand_computed() -> None:
 def test_a100_multinode_allreduce_hand_computed() -> None:
     _, _, small = _multinode_ops()
     model = CostModel.build(CostConfig(device="a100", world_size=16))
-    # NVLink alpha-beta on 8 ranks: 20 + 4 MiB * 1.75 / 240 GB/s = 50.58 us; network:
-    # 200 Gb/s x 0.8 = 20000 B/us: 15 + 4 MiB * 2*15/16/8 / 20000 = 64.152 us
-    assert model.op_time_us(small) == pytest.approx(15 + 4194304 * 2 * 15 / 16 / 8 / 20000)
-    assert "intra-node alpha-beta at group size 8" in model.notes[0]
+    # NCCL's ring model on 8 ranks: LL128 40.6 + 4 MiB * 1.75 / 220.8 GB/s = 73.84 us;
+    # network: 200 Gb/s x 0.8 = 20000 B/us: 15 + 4 MiB * 2*15/16/8 / 20000 = 64.152 us
+    assert model.op_time_us(small) == pytest.approx(14 + 14 * 1.9 + 4194304 * 1.75 / 220.8e3)
+    assert "intra-node NCCL ring model at group size 8" in model.notes[0]
 
 
 def test_gb200_nvl72_stays_within_its_nvlink_domain() -> None:
@@ -306,7 +319,7 @@ builtin.module {
 
 
 def test_launch_floor_applies_to_estimates_only(tmp_path: Path) -> None:
-    graph = DataflowGraph.from_block(parse(FLOOR).body.block.first_op.body.block)
+    graph = DataflowGraph.from_block(_func_block(parse(FLOOR)))
     add_estimate = 3 * 16 / (3.35e12 * 0.8) * 1e6  # 2 inputs + 1 output of 16 bytes
     assert add_estimate < 0.001
     db = ProfileDB({op_key(graph.ops[1]): ProfileEntry(0.5)}, {"device": "h100"})
