@@ -44,25 +44,43 @@ def _row(name: str, paths: list[str], command: str, display: list[str] | None = 
     rep = replay_steps(steps, comm_time=comm_time_fn(steps, None)[0])
     wall = time.perf_counter() - start
     ranks = rep.get("ranks", [rep])
-    row: dict = {"trace": name, "command": command, "ranks": len(ranks), "seconds": round(wall, 2),
-                 "gpu_ops": sum(r["gpu_ops"] for r in ranks), "device": steps[0].device}
+    row: dict = {
+        "trace": name,
+        "command": command,
+        "ranks": len(ranks),
+        "seconds": round(wall, 2),
+        "gpu_ops": sum(r["gpu_ops"] for r in ranks),
+        "device": steps[0].device,
+    }
     if ranks[0]["measured_period_us"] is None:
-        row.update({"predicted_period_us": ranks[0]["predicted_period_us"], "flags": ranks[0]["flags"]})
+        row.update(
+            {"predicted_period_us": ranks[0]["predicted_period_us"], "flags": ranks[0]["flags"]}
+        )
         return row
     worst = max(ranks, key=lambda r: abs(r["period_error"]))
-    row.update({
-        "measured_period_us": worst["measured_period_us"],
-        "predicted_period_us": worst["predicted_period_us"],
-        "period_error_max": max(abs(r["period_error"]) for r in ranks),
-        "start_error_p50_pct_max": max(r["start_error_p50_pct"] for r in ranks),
-        "start_error_p50_us_max": max(r["start_error_p50_us"] for r in ranks),
-        "overlap_points_max": max((abs(r["comm_overlap_measured"] - r["comm_overlap_predicted"]) * 100
-                                   for r in ranks if r["comm_overlap_measured"] is not None), default=None),
-        "gpu_only_error_min": min((r["gpu_only_period_us"] - r["measured_period_us"]) / r["measured_period_us"]
-                                  for r in ranks),
-        "flags": sorted({f.split(":")[0] for r in ranks for f in r["flags"]}),
-        "period_basis": worst["period_basis"],
-    })
+    row.update(
+        {
+            "measured_period_us": worst["measured_period_us"],
+            "predicted_period_us": worst["predicted_period_us"],
+            "period_error_max": max(abs(r["period_error"]) for r in ranks),
+            "start_error_p50_pct_max": max(r["start_error_p50_pct"] for r in ranks),
+            "start_error_p50_us_max": max(r["start_error_p50_us"] for r in ranks),
+            "overlap_points_max": max(
+                (
+                    abs(r["comm_overlap_measured"] - r["comm_overlap_predicted"]) * 100
+                    for r in ranks
+                    if r["comm_overlap_measured"] is not None
+                ),
+                default=None,
+            ),
+            "gpu_only_error_min": min(
+                (r["gpu_only_period_us"] - r["measured_period_us"]) / r["measured_period_us"]
+                for r in ranks
+            ),
+            "flags": sorted({f.split(":")[0] for r in ranks for f in r["flags"]}),
+            "period_basis": worst["period_basis"],
+        }
+    )
     coll = rep.get("collectives")
     if coll:
         row["collective_end_error_p50_us"] = coll["end_error_p50_us"]
@@ -97,17 +115,57 @@ def _synthetic_trace(path: Path, kernels: int) -> None:
         for k in range(per_step):
             corr += 1
             stream = 7 if k % 4 else 20
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                       "ts": t, "dur": 3.0, "args": {"correlation": corr}})
-            ev.append({"ph": "X", "cat": "kernel", "name": f"k{k % 17}", "pid": 0, "tid": stream,
-                       "ts": t + 5.0, "dur": 2.0 + (k % 5), "args": {"stream": stream, "correlation": corr}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 3.0,
+                    "args": {"correlation": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"k{k % 17}",
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": t + 5.0,
+                    "dur": 2.0 + (k % 5),
+                    "args": {"stream": stream, "correlation": corr},
+                }
+            )
             t += 9.0
             if k % 4 == 3:
-                ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1,
-                           "tid": 1, "ts": t, "dur": 1.0, "args": {"correlation": -1}})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaStreamWaitEvent",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t,
+                        "dur": 1.0,
+                        "args": {"correlation": -1},
+                    }
+                )
                 t += 2.0
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
-                   "ts": t0, "dur": t - t0, "args": {}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": t - t0,
+                "args": {},
+            }
+        )
         t += 20.0
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
 
@@ -118,8 +176,11 @@ def _timing(kernels: int) -> dict:
         _synthetic_trace(path, kernels)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run([str(Path(sys.executable).parent / "lancet-trace"), "replay", str(path)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "lancet-trace"), "replay", str(path)],
+            check=True,
+            capture_output=True,
+        )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -132,19 +193,25 @@ def _pct(x: float | None, digits: int = 2) -> str:
 
 def markdown(rows: list[dict], timing: dict) -> str:
     """The Fidelity table (docs/benchmarks.md)."""
-    head = ("| trace | GPU ops | measured (µs) | predicted (µs) | period error | start p50 | NCCL overlap "
-            "| GPU-only | flags | `--costs model` step error | GEMM ratio | NCCL ratio |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| trace | GPU ops | measured (µs) | predicted (µs) | period error | start p50 | NCCL overlap "
+        "| GPU-only | flags | `--costs model` step error | GEMM ratio | NCCL ratio |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     lines = []
     for r in rows:
         if "measured_period_us" not in r:
-            lines.append(f"| {r['trace']} | {r['gpu_ops']} | (none) | {r['predicted_period_us']:.0f} | | | | | "
-                         f"no measured times | | | |")
+            lines.append(
+                f"| {r['trace']} | {r['gpu_ops']} | (none) | {r['predicted_period_us']:.0f} | | | | | "
+                f"no measured times | | | |"
+            )
             continue
         m = r.get("model", {})
         cls = m.get("classes", {})
         gemm = cls.get("gemm", {}).get("median_ratio")
-        nccl = r.get("nccl_table_vs_wire_median") or cls.get("nccl_vs_measured", {}).get("median_ratio")
+        nccl = r.get("nccl_table_vs_wire_median") or cls.get("nccl_vs_measured", {}).get(
+            "median_ratio"
+        )
         ov = r["overlap_points_max"]
         lines.append(
             f"| {r['trace']} | {r['gpu_ops']} | {r['measured_period_us']:.0f} | {r['predicted_period_us']:.0f} "
@@ -152,18 +219,26 @@ def markdown(rows: list[dict], timing: dict) -> str:
             f"({r['start_error_p50_pct_max']:.2f} %) | {'' if ov is None else f'{ov:.1f} pt'} "
             f"| {_pct(r['gpu_only_error_min'], 0)} | {', '.join(r['flags'])} "
             f"| {_pct(m.get('period_error_max'), 1)} | {'' if gemm is None else f'{gemm:.2f}x'} "
-            f"| {'' if nccl is None else f'{nccl:.2f}x'} |")
+            f"| {'' if nccl is None else f'{nccl:.2f}x'} |"
+        )
     cmds = "\n".join(f"* {r['trace']}: `{r['command']}`" for r in rows)
-    return (head + "\n".join(lines) + "\n\nCommands (add `--costs model` for the model columns):\n\n"
-            + cmds + f"\n\nImport + replay of a synthetic {timing['kernels']}-kernel trace "
-            f"(`lancet-trace replay`, process start-up included): {timing['seconds']} s wall, "
-            f"{timing['cpu_seconds']} s CPU (the wall time depends on what else the 2 cores run).\n")
+    return (
+        head
+        + "\n".join(lines)
+        + "\n\nCommands (add `--costs model` for the model columns):\n\n"
+        + cmds
+        + f"\n\nImport + replay of a synthetic {timing['kernels']}-kernel trace "
+        f"(`lancet-trace replay`, process start-up included): {timing['seconds']} s wall, "
+        f"{timing['cpu_seconds']} s CPU (the wall time depends on what else the 2 cores run).\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the fidelity rows, write the outputs."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--hta", default=None, help="a HolisticTraceAnalysis checkout (for its test traces)")
+    p.add_argument(
+        "--hta", default=None, help="a HolisticTraceAnalysis checkout (for its test traces)"
+    )
     p.add_argument("--chakra", default=None, help="a Chakra .et file")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--kernels", type=int, default=10000)
@@ -181,11 +256,15 @@ def main(argv: list[str] | None = None) -> None:
             if path.exists():
                 rows.append(_row(name, [str(path)], f"lancet-trace replay <HTA>/{sub}"))
     if args.chakra:
-        rows.append(_row("Chakra feeder test trace (.et)", [args.chakra], "lancet-trace replay chakra.0.et"))
+        rows.append(
+            _row("Chakra feeder test trace (.et)", [args.chakra], "lancet-trace replay chakra.0.et")
+        )
     timing = _timing(args.kernels)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fidelity.json").write_text(json.dumps({"rows": rows, "timing": timing}, indent=1, sort_keys=True) + "\n")
+    (out / "fidelity.json").write_text(
+        json.dumps({"rows": rows, "timing": timing}, indent=1, sort_keys=True) + "\n"
+    )
     md = markdown(rows, timing)
     (out / "fidelity.md").write_text(md)
     if not args.no_docs:

@@ -68,8 +68,16 @@ def configs() -> list[BenchConfig]:
         for ws in WORLD_SIZES:
             model = replace(PRESETS[preset], world_size=ws)
             device = get_cluster(testbed).device
-            out.append(BenchConfig(f"{preset}_g{ws}_{testbed}", "gpt2_moe", device, preset,
-                                   model=model, cluster=testbed))
+            out.append(
+                BenchConfig(
+                    f"{preset}_g{ws}_{testbed}",
+                    "gpt2_moe",
+                    device,
+                    preset,
+                    model=model,
+                    cluster=testbed,
+                )
+            )
     return out
 
 
@@ -78,7 +86,10 @@ def floors(kept: dict[str, BlockResult]) -> dict[str, float]:
     graph it scheduled, of the input, and of the input without its all-reduces."""
     source = kept["program order"]
     graph, durations = source.graph, source.durations
-    no_allreduce = [0.0 if kind == "allreduce" else d for kind, d in zip(graph.comm_kind, durations, strict=True)]
+    no_allreduce = [
+        0.0 if kind == "allreduce" else d
+        for kind, d in zip(graph.comm_kind, durations, strict=True)
+    ]
     scheduled = kept["no partition"]
     input_floor = exposed_comm_floor(graph, durations)
     return {
@@ -92,7 +103,10 @@ def floors(kept: dict[str, BlockResult]) -> dict[str, float]:
 def row(entry: dict) -> dict:
     """The table row of one configuration."""
     by = {p["name"]: p for p in entry["pipelines"] if p["status"] == "ok"}
-    tutel = min((by[n] for n in ("Tutel 2", "Tutel 4", "Tutel 8") if n in by), key=lambda p: p["makespan_us"])
+    tutel = min(
+        (by[n] for n in ("Tutel 2", "Tutel 4", "Tutel 8") if n in by),
+        key=lambda p: p["makespan_us"],
+    )
     base = by["program order"]
     lower = max(base["compute_us"], base["comm_us"])
     out = {"config": entry["config"], "lower_bound_ms": lower / 1000,
@@ -163,7 +177,9 @@ def _share(part: float, whole: float) -> str:
 def main() -> None:
     """Run the headline set and write its JSON and markdown."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="*", default=None, help="substrings of configuration names")
+    parser.add_argument(
+        "--configs", nargs="*", default=None, help="substrings of configuration names"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     selected = [c for c in configs() if not args.configs or any(p in c.name for p in args.configs)]
@@ -177,7 +193,9 @@ def main() -> None:
         rows.append(row(entry))
         print(json.dumps(rows[-1]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.out / "headline.json", json.dumps({"configs": entries, "rows": rows}, indent=1))
+    write_atomic(
+        args.out / "headline.json", json.dumps({"configs": entries, "rows": rows}, indent=1)
+    )
     write_atomic(args.out / "headline.md", markdown(rows))
     print(markdown(rows))
 

@@ -50,7 +50,9 @@ def model_argv(layers: int) -> list[str]:
 def measure(layers: int, repeat: int, workdir: Path) -> dict:
     """One row: ops, CPU seconds and peak MB of both runs, and their ratios."""
     model = workdir / f"nl{layers}.mlir"
-    model.write_text(subprocess.run(model_argv(layers), check=True, capture_output=True, text=True).stdout)
+    model.write_text(
+        subprocess.run(model_argv(layers), check=True, capture_output=True, text=True).stdout
+    )
     ops = sum(1 for line in model.read_text().splitlines() if " = " in line or '"comm.' in line)
     opt = [str(BIN / "lancet-opt"), "--cluster", "p3dn", str(model), "-o", os.devnull]
     base_cpu = sched_cpu = float("inf")

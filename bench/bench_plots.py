@@ -33,7 +33,10 @@ def _save(fig, path: Path) -> None:
 
 
 def write_all(
-    out: Path, runs: Sequence[dict], kept: dict[str, BlockResult], gantt_config: str | None,
+    out: Path,
+    runs: Sequence[dict],
+    kept: dict[str, BlockResult],
+    gantt_config: str | None,
     anchor_attr: str,
 ) -> list[str]:
     """Write every plot into `out`; returns the file names, in report order."""
@@ -57,7 +60,9 @@ def bar_chart(path: Path, runs: Sequence[dict], metric: str, title: str) -> None
     plt = _pyplot()
     families = list(dict.fromkeys(r["family"] for r in runs))
     pipelines = list(dict.fromkeys(e["name"] for r in runs for e in r["pipelines"]))
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families) + 1.5, 4.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(families), figsize=(4.2 * len(families) + 1.5, 4.2), squeeze=False
+    )
     cmap = plt.get_cmap("tab10")
     width = 0.8 / max(1, len(pipelines))
     for ax, family in zip(axes[0], families, strict=True):
@@ -96,7 +101,9 @@ def _scale(runs: Sequence[dict], metric: str) -> tuple[float, str]:
 
 def _zoom(ax, runs: Sequence[dict], metric: str) -> None:
     """Speedups differ by a few percent: show the range around 1.0 that holds them all."""
-    values = [e[metric] for r in runs for e in r["pipelines"] if e["status"] == "ok" and e.get(metric)]
+    values = [
+        e[metric] for r in runs for e in r["pipelines"] if e["status"] == "ok" and e.get(metric)
+    ]
     if not values:
         return
     low, high = min(min(values), 1.0), max(max(values), 1.0)
@@ -104,7 +111,9 @@ def _zoom(ax, runs: Sequence[dict], metric: str) -> None:
     ax.set_ylim(low - pad, high + pad)
 
 
-def gantt_moe_layer(path: Path, kept: dict[str, BlockResult], config: str, anchor_attr: str) -> bool:
+def gantt_moe_layer(
+    path: Path, kept: dict[str, BlockResult], config: str, anchor_attr: str
+) -> bool:
     """Program order vs the fastest of our schedules, cropped to the backward pass of the last
     MoE layer (from its combine-gradient op to the end of its dispatch-gradient op, i.e. both
     backward all-to-alls and the expert gradients between them). False if not drawable."""
@@ -127,7 +136,9 @@ def gantt_moe_layer(path: Path, kept: dict[str, BlockResult], config: str, ancho
     ax.set_yticklabels(list(reversed(labels)))
     ax.set_xlim(0, width if width > 0 else 1.0)
     ax.set_xlabel("µs from the start of the layer's backward pass")
-    ax.set_title(f"{config}: backward pass of the last MoE layer (red: all-to-all, orange: all-reduce)")
+    ax.set_title(
+        f"{config}: backward pass of the last MoE layer (red: all-to-all, orange: all-reduce)"
+    )
     fig.tight_layout()
     _save(fig, path)
     return True
@@ -155,7 +166,11 @@ def _draw(ax, result: BlockResult, t0: float, t1: float, base: int) -> None:
         if end <= start:
             continue
         comm = result.graph.is_comm[i]
-        color = COMM_COLORS.get(collective_kind(result.graph.ops[i]) or "", OTHER_COMM_COLOR) if comm else COMPUTE_COLOR
+        color = (
+            COMM_COLORS.get(collective_kind(result.graph.ops[i]) or "", OTHER_COMM_COLOR)
+            if comm
+            else COMPUTE_COLOR
+        )
         spans.setdefault((1 if comm else 0, color), []).append((start - t0, end - start))
     for (row, color), items in sorted(spans.items()):
         ax.broken_barh(items, (base + row + 0.1, 0.8), facecolors=color, edgecolor="none")

@@ -42,10 +42,14 @@ def make_module(n_ops: int) -> str:
     for g in range(n_ops // GROUP):
         ta, tb, tc = 1 + g % 3, 2 + (g * 7) % 5, 1 + (g * 3) % 4
         tr, tu = 3 + (g * 5) % 7, 1 + g % 2
-        lines.append(f'  %a{g} = "test.op"({prev}) {{lancet.time_us = {ta}.0 : f64}} : ({T}) -> {T}')
+        lines.append(
+            f'  %a{g} = "test.op"({prev}) {{lancet.time_us = {ta}.0 : f64}} : ({T}) -> {T}'
+        )
         lines.append(f'  %b{g} = "test.op"(%a{g}) {{lancet.time_us = {tb}.0 : f64}} : ({T}) -> {T}')
         lines.append(f'  %c{g} = "test.op"(%a{g}) {{lancet.time_us = {tc}.0 : f64}} : ({T}) -> {T}')
-        lines.append(f"  %r{g} = comm.allreduce %c{g} {{lancet.time_us = {tr}.0 : f64}} : ({T}) -> {T}")
+        lines.append(
+            f"  %r{g} = comm.allreduce %c{g} {{lancet.time_us = {tr}.0 : f64}} : ({T}) -> {T}"
+        )
         lines.append(f'  %u{g} = "test.op"(%r{g}) {{lancet.time_us = {tu}.0 : f64}} : ({T}) -> {T}')
         prev = f"%b{g}"
     lines.append(f"  func.return {prev} : {T}")

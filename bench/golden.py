@@ -46,8 +46,9 @@ def _cases(tmp: Path) -> list[tuple[str, Path, list[str]]]:
     for name, argv in MODELS.items():
         path = tmp / f"{name}.mlir"
         if not path.exists():
-            subprocess.run([str(BIN / "lancet-model"), "gpt2-moe", *argv, "-o", str(path)],
-                           check=True)
+            subprocess.run(
+                [str(BIN / "lancet-model"), "gpt2-moe", *argv, "-o", str(path)], check=True
+            )
         for cluster in CLUSTERS:
             flag = ["--cluster", cluster] if cluster != "h100" else ["--device", "h100"]
             for i, pipeline in enumerate(PASSES):
@@ -67,7 +68,9 @@ def write(out: Path) -> int:
         report = out / f"{name}.json"
         proc = subprocess.run(
             [str(BIN / "lancet-opt"), str(path), *argv, "--report", str(report)],
-            capture_output=True, text=True, cwd=out,
+            capture_output=True,
+            text=True,
+            cwd=out,
         )
         (out / f"{name}.mlir").write_text(proc.stdout)
         (out / f"{name}.err").write_text(f"rc={proc.returncode}\n{proc.stderr}")

@@ -69,7 +69,9 @@ class Replayer:
     def _done_events(self, n: int) -> list[Any]:
         flags = self.rt.cudaEventDisableTiming
         while len(self._events) < n:
-            self._events.append(self.check(self.rt.cudaEventCreateWithFlags(flags), "cudaEventCreate"))
+            self._events.append(
+                self.check(self.rt.cudaEventCreateWithFlags(flags), "cudaEventCreate")
+            )
         return self._events[:n]
 
     def device_inputs(self, func: Any, seed: int = 0) -> list[Any]:
@@ -101,7 +103,9 @@ class Replayer:
                 outs.append(cp.ascontiguousarray(cp.split(x, x.size // size, axis=axis)[0]))
         return outs
 
-    def run_once(self, func: Any, graph: Any, durations: list[float], args: list[Any]) -> tuple[float, float]:
+    def run_once(
+        self, func: Any, graph: Any, durations: list[float], args: list[Any]
+    ) -> tuple[float, float]:
         """(measured makespan µs, host launch time µs) of one replay of the block."""
         from lancet_mlir.dialects.comp import kernel_of, kernel_params
         from lancet_mlir.runtime.kernels import run_kernel
@@ -118,7 +122,9 @@ class Replayer:
             s = 1 if graph.is_comm[i] else 0
             for p in graph.preds[i]:
                 if graph.is_comm[p] != graph.is_comm[i]:
-                    check(rt.cudaStreamWaitEvent(self.streams[s], done[p], 0), "cudaStreamWaitEvent")
+                    check(
+                        rt.cudaStreamWaitEvent(self.streams[s], done[p], 0), "cudaStreamWaitEvent"
+                    )
             ins = [env[v] for v in op.operands]
             with self.ext[s]:
                 if graph.is_comm[i]:
@@ -137,7 +143,9 @@ class Replayer:
         env.clear()  # buffers are released only after both streams finished with them
         return float(ms) * 1000.0, host_us
 
-    def measure(self, func: Any, graph: Any, durations: list[float], iters: int, warmup: int = 2) -> tuple[float, float]:
+    def measure(
+        self, func: Any, graph: Any, durations: list[float], iters: int, warmup: int = 2
+    ) -> tuple[float, float]:
         """Median makespan and median host launch time over `iters` replays."""
         args = self.device_inputs(func)
         for _ in range(warmup):
@@ -213,17 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"order": label, "predicted_us": predicted, "measured_us": measured,
                      "host_launch_us": host, "compute_us": compute, "comm_us": comm,
                      "ops": len(graph.ops)})  # fmt: skip
-    print(f"device: {replayer.cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()} "
-          f"(cost model device {device}); model {os.path.basename(args.model)}")
+    print(
+        f"device: {replayer.cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()} "
+        f"(cost model device {device}); model {os.path.basename(args.model)}"
+    )
     print(f"{'order':32} {'predicted us':>13} {'measured us':>12} {'meas/pred':>9} {'host us':>10}")
     for r in rows:
         ratio = r["measured_us"] / r["predicted_us"] if r["predicted_us"] else float("nan")
         flag = "  (launch-bound!)" if r["host_launch_us"] > r["measured_us"] else ""
-        print(f"{r['order']:32} {r['predicted_us']:13.1f} {r['measured_us']:12.1f} {ratio:9.3f} "
-              f"{r['host_launch_us']:10.1f}{flag}")
+        print(
+            f"{r['order']:32} {r['predicted_us']:13.1f} {r['measured_us']:12.1f} {ratio:9.3f} "
+            f"{r['host_launch_us']:10.1f}{flag}"
+        )
     fifo, lancet = rows[1], rows[2]
-    print(f"lancet-schedule vs FIFO: predicted speed-up {fifo['predicted_us'] / lancet['predicted_us']:.3f}, "
-          f"measured {fifo['measured_us'] / lancet['measured_us']:.3f}")
+    print(
+        f"lancet-schedule vs FIFO: predicted speed-up {fifo['predicted_us'] / lancet['predicted_us']:.3f}, "
+        f"measured {fifo['measured_us'] / lancet['measured_us']:.3f}"
+    )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
         json.dump({"device": device, "rows": rows}, f, indent=2)

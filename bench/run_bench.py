@@ -82,7 +82,9 @@ PIPELINES: list[Pipeline] = [
     Pipeline("Tutel degree 8", "tutel-pipeline{degree=8}", baseline=True),
     Pipeline("FIFO", "data-parallel-schedule", baseline=False),
     Pipeline("lancet-schedule", "lancet-schedule", baseline=False),
-    Pipeline("bucket fusion + lancet-schedule", "comm-bucket-fusion,lancet-schedule", baseline=False),
+    Pipeline(
+        "bucket fusion + lancet-schedule", "comm-bucket-fusion,lancet-schedule", baseline=False
+    ),
 ]
 REFERENCE_SPEC = "program-order"
 
@@ -132,14 +134,27 @@ def all_configs(
     the cluster)."""
     devices = QUICK_DEVICES if quick else DEVICES
     if cluster is not None:
-        return [replace(c, name=c.name.removesuffix(f"_{c.device}") + f"_{preset.name}",
-                        device=preset.device, cluster=preset.name)
-                for preset in (get_cluster(cluster),)
-                for c in all_configs(quick, dtype) if c.device == devices[0]]
+        return [
+            replace(
+                c,
+                name=c.name.removesuffix(f"_{c.device}") + f"_{preset.name}",
+                device=preset.device,
+                cluster=preset.name,
+            )
+            for preset in (get_cluster(cluster),)
+            for c in all_configs(quick, dtype)
+            if c.device == devices[0]
+        ]
     configs: list[BenchConfig] = []
-    models = [("tiny_moe", QUICK_MODEL)] if quick else [
-        (preset, replace(cfg, world_size=ws)) for preset, cfg in PRESETS.items() for ws in WORLD_SIZES
-    ]
+    models = (
+        [("tiny_moe", QUICK_MODEL)]
+        if quick
+        else [
+            (preset, replace(cfg, world_size=ws))
+            for preset, cfg in PRESETS.items()
+            for ws in WORLD_SIZES
+        ]
+    )
     if dtype is not None:
         models = [(f"{family}_{dtype}", replace(m, dtype=dtype)) for family, m in models]
     for device in devices:
@@ -149,7 +164,9 @@ def all_configs(
         ]
     for device in devices:
         configs += [
-            BenchConfig(f"stablehlo_{short}_{device}", "stablehlo", device, f"stablehlo_{short}", file=fname)
+            BenchConfig(
+                f"stablehlo_{short}_{device}", "stablehlo", device, f"stablehlo_{short}", file=fname
+            )
             for short, fname in STABLEHLO_FILES.items()
         ]
     return configs
@@ -209,7 +226,9 @@ def simulate_main_block(module: ModuleOp, cost_model: CostModel) -> BlockResult:
     are part of their op and are not simulated on their own."""
     block = graph_block(module)
     graph = DataflowGraph.from_block(block)
-    durations, timeline, summary = simulate_graph(graph, cost_model.graph_times(graph), SimOptions())
+    durations, timeline, summary = simulate_graph(
+        graph, cost_model.graph_times(graph), SimOptions()
+    )
     parent = block.parent_op()
     label = op_display_name(parent) if parent is not None else "<block>"
     return BlockResult(label, None, True, graph, durations, timeline, summary)
@@ -269,7 +288,9 @@ def add_speedups(entries: list[dict]) -> tuple[str | None, str | None]:
     return (best_base["name"] if best_base else None), (best["name"] if best else None)
 
 
-def run_config(cfg: BenchConfig, pipelines: Sequence[Pipeline], keep_timelines: bool) -> tuple[dict, dict]:
+def run_config(
+    cfg: BenchConfig, pipelines: Sequence[Pipeline], keep_timelines: bool
+) -> tuple[dict, dict]:
     """Benchmark every pipeline on one configuration; (JSON entry, kept timelines by name)."""
     module, info = build_module(cfg)
     module.attributes.update(cfg.cost_attributes())  # what the passes and the simulator cost
@@ -420,7 +441,9 @@ def summary_table(runs: Sequence[dict]) -> list[str]:
         ours = [e for e in ok if not e["baseline"]]
         best = min(ours, key=lambda e: e["makespan_us"]) if ours else None
         if base is None or best is None:
-            lines.append(f"| {run['config']} | {run['world_size']} | {run['device']} | n/a | n/a | | | |")
+            lines.append(
+                f"| {run['config']} | {run['world_size']} | {run['device']} | n/a | n/a | | | |"
+            )
             continue
         lines.append(
             f"| {run['config']} | {run['world_size']} | {run['device']} | {base['name']} | "
@@ -450,7 +473,9 @@ def timing_table(timing: dict) -> list[str]:
     lines += ["", "| command line | wall (s) | exit |", "|---|---:|---:|"]
     for item in timing["cli"]:
         flag = f" -p '{item['pipeline']}'" if not item["pipeline"].startswith("(") else ""
-        lines.append(f"| `lancet-opt model.mlir{flag} -o out.mlir` | {item['wall_s']:.2f} | {item['returncode']} |")
+        lines.append(
+            f"| `lancet-opt model.mlir{flag} -o out.mlir` | {item['wall_s']:.2f} | {item['returncode']} |"
+        )
     return lines
 
 
@@ -469,7 +494,10 @@ def write_readme(out: Path, payload: dict, plots: Sequence[str]) -> None:
         "wall time of the pipeline's passes in this process.",
         "",
         "Schedules (`PIPELINES` in bench/run_bench.py): "
-        + "; ".join(f"{p['name']} = `{p['spec']}`{' (baseline)' if p['baseline'] else ''}" for p in meta["pipelines"])
+        + "; ".join(
+            f"{p['name']} = `{p['spec']}`{' (baseline)' if p['baseline'] else ''}"
+            for p in meta["pipelines"]
+        )
         + ". StableHLO inputs are imported with `import-stablehlo`; their program order is XLA's schedule.",
         "",
         "## Summary",
@@ -478,7 +506,12 @@ def write_readme(out: Path, payload: dict, plots: Sequence[str]) -> None:
         "",
     ]
     if payload.get("lancet_opt_timing"):
-        lines += ["## lancet-opt on a whole generated graph", "", *timing_table(payload["lancet_opt_timing"]), ""]
+        lines += [
+            "## lancet-opt on a whole generated graph",
+            "",
+            *timing_table(payload["lancet_opt_timing"]),
+            "",
+        ]
     if plots:
         lines += ["## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     lines += ["## Per configuration", ""]
@@ -498,11 +531,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small configurations (CI smoke test)")
     parser.add_argument("--configs", nargs="*", help="glob patterns / substrings of config names")
-    parser.add_argument("--cluster", default=None,
-                        help=f"cost every configuration on one cluster preset instead of the "
-                        f"default devices: {', '.join(cluster_names())}")
-    parser.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="dtype of the generated models (default: the presets' f32)")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default bench/results)")
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        help=f"cost every configuration on one cluster preset instead of the "
+        f"default devices: {', '.join(cluster_names())}",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("f32", "bf16", "f16"),
+        help="dtype of the generated models (default: the presets' f32)",
+    )
+    parser.add_argument(
+        "--out", default=str(DEFAULT_OUT), help="output folder (default bench/results)"
+    )
     parser.add_argument("--no-timing", action="store_true", help="skip the lancet-opt timing")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument("--list", action="store_true", help="list the configurations and exit")
@@ -550,9 +592,14 @@ def main(argv: Sequence[str] | None = None, log: Callable[[str], None] = print) 
     sim = SimOptions()
     payload = {
         "meta": {
-            "command": " ".join(["python bench/run_bench.py", *(argv if argv is not None else sys.argv[1:])]),
+            "command": " ".join(
+                ["python bench/run_bench.py", *(argv if argv is not None else sys.argv[1:])]
+            ),
             "python": platform.python_version(),
-            "sim": {"num_comm_streams": sim.num_comm_streams, "overlap_slowdown": sim.overlap_slowdown},
+            "sim": {
+                "num_comm_streams": sim.num_comm_streams,
+                "overlap_slowdown": sim.overlap_slowdown,
+            },
             "pipelines": [asdict(p) for p in PIPELINES],
             "reference": REFERENCE_SPEC,
         },

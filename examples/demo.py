@@ -26,8 +26,23 @@ BIN = Path(sys.executable).parent
 console = Console()
 
 MODEL_ARGS = [
-    "gpt2-moe", "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "128",
-    "--batch", "8", "--world-size", "8", "--experts-per-rank", "2", "--vocab", "1024",
+    "gpt2-moe",
+    "--layers",
+    "2",
+    "--hidden",
+    "256",
+    "--heads",
+    "4",
+    "--seq",
+    "128",
+    "--batch",
+    "8",
+    "--world-size",
+    "8",
+    "--experts-per-rank",
+    "2",
+    "--vocab",
+    "1024",
 ]
 SCHEDULES = {
     "program order": ["-p", "program-order"],
@@ -40,7 +55,9 @@ def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """Echo and run one of the project's commands; stop the demo on failure."""
     shown = " ".join(shlex.quote(a) for a in argv)
     console.print(f"[bold cyan]$[/] {shown}")
-    res = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, check=False
+    )
     if res.returncode != 0:
         console.print(res.stderr.strip(), style="red")
         raise SystemExit(res.returncode)
@@ -56,11 +73,30 @@ def main() -> None:
         out, report = OUT / f"schedule{i}.mlir", OUT / f"report{i}.json"
         extra = []
         if "FIFO" in label:
-            extra = ["--timeline", str(OUT / "fifo_trace.json"), "--gantt", str(OUT / "fifo_timeline.png")]
-        run(["lancet-opt", str(model), *flags, "--device", "h100", "-o", str(out),
-             "--report", str(report), *extra])
+            extra = [
+                "--timeline",
+                str(OUT / "fifo_trace.json"),
+                "--gantt",
+                str(OUT / "fifo_timeline.png"),
+            ]
+        run(
+            [
+                "lancet-opt",
+                str(model),
+                *flags,
+                "--device",
+                "h100",
+                "-o",
+                str(out),
+                "--report",
+                str(report),
+                *extra,
+            ]
+        )
         reports[label] = json.loads(report.read_text())
-    check = run(["lancet-run", "--compare", str(model), str(OUT / "schedule2.mlir"), "--ranks", "8"])
+    check = run(
+        ["lancet-run", "--compare", str(model), str(OUT / "schedule2.mlir"), "--ranks", "8"]
+    )
     console.print(check.stdout.splitlines()[0])  # the verdict line; the table follows it
 
     base = reports["program order"]["makespan_us"]

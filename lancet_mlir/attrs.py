@@ -88,7 +88,14 @@ REPLICATED = "lancet.replicated"
 """Unit on an argument: every rank draws the same values."""
 
 COST_CONFIG_ATTRS: tuple[str, ...] = (
-    WORLD_SIZE, DEVICE, CLUSTER, PROFILE, COMM_TABLE, GPUS_PER_NODE, NETWORK_GBPS,
-    COMM_STREAMS, OVERLAP_SLOWDOWN,
+    WORLD_SIZE,
+    DEVICE,
+    CLUSTER,
+    PROFILE,
+    COMM_TABLE,
+    GPUS_PER_NODE,
+    NETWORK_GBPS,
+    COMM_STREAMS,
+    OVERLAP_SLOWDOWN,
 )
 """Every module attribute the costing passes read."""

@@ -10,7 +10,7 @@ torch.compile(step, backend=lt.backend(cluster="p3dn"))
 `gm` is one training step as ATen ops: `lt.capture(step, args, world_size=W)` (`make_fx` under
 a fake process group) or the graph `torch.compile(backend=aot_autograd(...))` passes a backend.
 `optimize` imports it (`lancet_mlir.importers.torch`), runs a `lancet-opt` pipeline on it
-(default `lancet-schedule`, costed for `cluster` / `device` / `profile`), partitions its
+(default `lancet-schedule{partition=none}`, costed for `cluster` / `device` / `profile`), partitions its
 expert-parallel MoE layers when `partition` says so (`lancet_mlir.exporters.torch.moe`) and
 rebuilds the graph in the optimized order (`lancet_mlir.exporters.torch`). This module is
 the only one that imports torch at its top: `import lancet_mlir` never does.
@@ -25,7 +25,7 @@ from typing import Any
 
 from torch.fx import GraphModule
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 from xdsl.passes import PassPipeline
 
 from lancet_mlir import attrs
@@ -38,6 +38,13 @@ from lancet_mlir.support.errors import UserError
 __all__ = ["Optimized", "backend", "capture", "import_graph", "optimize"]
 
 GroupRanks = Mapping[str, Sequence[Sequence[int]]]
+MoeParts = int | list[int]
+"""The report's `moe_parts`: the forced count, 1 (whole) or the plan's per-pair counts."""
+
+
+DEFAULT_PIPELINE = "lancet-schedule{partition=none}"
+"""`optimize`'s pipeline: the scheduler, with its own IR partitioning off (the MoE layers
+are partitioned on the FX graph, `partition=`; parts made in the IR have no FX nodes)."""
 
 
 def import_graph(
@@ -70,10 +77,34 @@ def _context() -> Context:
     return ctx
 
 
+@dataclass(frozen=True)
+class _Costs:
+    """The cost options of `optimize`, as the module attributes they set."""
+
+    cluster: str | None = None
+    device: str | None = None
+    profile: str | None = None
+    gpus_per_node: int | None = None
+    network_gbps: float | None = None
+
+    def configure(self, module: ModuleOp) -> None:
+        """Set the module's `lancet.*` cost attributes."""
+        for name, value in (
+            (attrs.CLUSTER, self.cluster),
+            (attrs.DEVICE, self.device),
+            (attrs.PROFILE, self.profile),
+        ):
+            if value is not None:
+                module.attributes[name] = StringAttr(str(value))
+        if self.gpus_per_node is not None:
+            module.attributes[attrs.GPUS_PER_NODE] = IntegerAttr(int(self.gpus_per_node), i64)
+        if self.network_gbps is not None:
+            module.attributes[attrs.NETWORK_GBPS] = FloatAttr(float(self.network_gbps), f64)
+
+
 def _configure(module: ModuleOp, cluster: str | None, device: str | None, profile: str | None):
-    for name, value in ((attrs.CLUSTER, cluster), (attrs.DEVICE, device), (attrs.PROFILE, profile)):
-        if value is not None:
-            module.attributes[name] = StringAttr(str(value))
+    """Set the cluster, device and profile attributes of `module` (the benchmark's use)."""
+    _Costs(cluster, device, profile).configure(module)
 
 
 def simulate(module: ModuleOp) -> dict[str, float]:
@@ -95,50 +126,71 @@ def optimize(
     gm: GraphModule,
     *,
     world_size: int,
-    pipeline: str = "lancet-schedule",
+    pipeline: str = DEFAULT_PIPELINE,
     cluster: str | None = None,
     device: str | None = None,
     profile: str | None = None,
     group_ranks: GroupRanks | None = None,
     partition: str | int | None = None,
+    gpus_per_node: int | None = None,
+    network_gbps: float | None = None,
 ) -> Optimized:
     """Import `gm`, optimize it with `pipeline`, and rebuild it as a new GraphModule.
 
     `partition` splits the expert-parallel MoE layers (each all-to-all pair and the expert
     computation between them, forward and backward, along the capacity axis:
     `lancet_mlir.exporters.torch.moe`) before scheduling: None or "none" leaves them whole,
-    an int n >= 2 forces n parts, "auto" schedules the whole graph and each part count of
-    2, 4, 8 and keeps the one the simulation rates fastest (the whole graph on ties).
+    an int n >= 2 forces n parts on every pair, "auto" takes the partition library's plan
+    (`lancet_mlir.exporters.torch.plan`: per pair whether to split, the axis and the DP's
+    part count, which may differ per pair), realises it on the FX graph and keeps it when
+    the scheduled simulation rates it faster than the whole graph scheduled (the whole
+    graph on ties). The report's `moe_plan` lists the pairs split, each
+    `{pair, role, axis, parts, region_ops, base_us, cost_us}` (empty when none is), and
+    `moe_parts` is n (forced), 1 (whole) or the plan's per-pair counts ("auto").
+    `gpus_per_node` and `network_gbps` override the cluster's, as lancet-opt's flags do.
     Raises UserError (one line) for bad input.
     """
     start = time.perf_counter()
+    costs = _Costs(cluster, device, profile, gpus_per_node, network_gbps)
     imported = import_fx(gm, world_size=world_size, group_ranks=group_ranks)
-    _configure(imported.module, cluster, device, profile)
+    costs.configure(imported.module)
     before = simulate(imported.module)
     try:
         passes = PassPipeline.parse_spec(get_all_passes(), pipeline)
     except ValueError as exc:
         raise UserError(f"pipeline '{pipeline}': {exc}") from None
-    candidates: list[tuple[int, GraphModule, ImportedGraph]] = []
+    candidates: list[tuple[MoeParts, list[dict[str, Any]], GraphModule, ImportedGraph]] = []
     if partition in (None, "none"):
-        candidates.append((1, gm, imported))
+        candidates.append((1, [], gm, imported))
+    elif partition == "auto":
+        candidates.append((1, [], gm, imported))
+        planned = _planned(gm, imported, world_size)
+        if planned is not None:
+            new_gm, plan = planned
+            trial = import_fx(new_gm, world_size=world_size, group_ranks=group_ranks)
+            costs.configure(trial.module)
+            candidates.append(([p["parts"] for p in plan], plan, new_gm, trial))
     else:
         from lancet_mlir.exporters.torch.moe import partition_moe
 
-        if partition == "auto":
-            candidates.append((1, gm, imported))
         for n, new_gm in partition_moe(gm, partition, world_size=world_size):
             trial = import_fx(new_gm, world_size=world_size, group_ranks=group_ranks)
-            _configure(trial.module, cluster, device, profile)
-            candidates.append((n, new_gm, trial))
-    best: tuple[float, int, GraphModule, ImportedGraph, dict[str, float]] | None = None
-    for n, source, trial in candidates:
+            costs.configure(trial.module)
+            candidates.append((n, [], new_gm, trial))
+    best: tuple[float, MoeParts, list, GraphModule, ImportedGraph, dict[str, float]] | None = None
+    for n, plan, source, trial in candidates:
         passes.apply(_context(), trial.module)
+        if any(attrs.PART in o.attributes for o in trial.module.walk()):
+            raise UserError(
+                f"pipeline '{pipeline}' partitions the MoE layers in the IR, which the FX "
+                "export cannot map back: give lancet-schedule partition=none (and no "
+                "moe-partition) and partition the FX graph with optimize's partition="
+            )
         after = simulate(trial.module)
         if best is None or after["makespan_us"] < best[0]:
-            best = (after["makespan_us"], n, source, trial, after)
+            best = (after["makespan_us"], n, plan, source, trial, after)
     assert best is not None
-    _, parts, source, imported, after = best
+    _, parts, moe_plan, source, imported, after = best
     module = imported.module
     new = export_graph(source, module)
     report: dict[str, Any] = {
@@ -149,6 +201,7 @@ def optimize(
         "pipeline": pipeline,
         "partition": partition,
         "moe_parts": parts,
+        "moe_plan": moe_plan,
         "cluster": cluster,
         "device": device,
         "world_size": world_size,
@@ -159,16 +212,38 @@ def optimize(
     return Optimized(new, report, module, imported)
 
 
+def _planned(
+    gm: GraphModule, imported: ImportedGraph, world_size: int
+) -> tuple[GraphModule, list[dict[str, Any]]] | None:
+    """The FX graph realising the partition library's plan for `imported` (None: the plan
+    splits nothing), with the plan's report entries."""
+    from lancet_mlir.exporters.torch.moe import partition_graph
+    from lancet_mlir.exporters.torch.plan import plan_moe
+
+    plan = plan_moe(imported.module, imported.body)
+    if not plan:
+        return None
+    new_gm, _ = partition_graph(
+        gm,
+        {p.first: p.parts for p, _ in plan},
+        world_size=world_size,
+        axes={p.first: desc for p, desc in plan},
+    )
+    return new_gm, [p.as_dict() for p, _ in plan]
+
+
 def backend(
     *,
     world_size: int | None = None,
-    pipeline: str = "lancet-schedule",
+    pipeline: str = DEFAULT_PIPELINE,
     cluster: str | None = None,
     device: str | None = None,
     profile: str | None = None,
     group_ranks: GroupRanks | None = None,
     partition: str | int | None = None,
     reports: list[dict[str, Any]] | None = None,
+    gpus_per_node: int | None = None,
+    network_gbps: float | None = None,
 ) -> Callable[..., Any]:
     """A `torch.compile` backend running `optimize` on each graph `aot_autograd` traces
     (`world_size` defaults to the initialised process group's); each report is appended
@@ -187,6 +262,8 @@ def backend(
             profile=profile,
             group_ranks=group_ranks,
             partition=partition,
+            gpus_per_node=gpus_per_node,
+            network_gbps=network_gbps,
         )
         if reports is not None:
             reports.append(done.report)

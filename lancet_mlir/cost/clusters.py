@@ -54,18 +54,54 @@ class Cluster:
 CLUSTERS: dict[str, Cluster] = {
     c.name: c
     for c in (
-        Cluster("p3dn", "AWS p3dn.24xlarge: 8 x V100 32GB, 100 Gb/s per node", "v100",
-                8, 100 / 8, EFA_LATENCY_US),
-        Cluster("p4de", "AWS p4de.24xlarge: 8 x A100 80GB, 4 x 100 Gb/s EFA per node", "a100",
-                8, 400 / 8, EFA_LATENCY_US),
-        Cluster("dgx-a100", "NVIDIA DGX A100: 8 x A100 80GB, 8 x 200 Gb/s HDR InfiniBand",
-                "a100", 8, 200.0, IB_LATENCY_US),
-        Cluster("dgx-h100", "NVIDIA DGX H100: 8 x H100, 8 x 400 Gb/s NDR InfiniBand", "h100",
-                8, 400.0, IB_LATENCY_US),
-        Cluster("dgx-b200", "NVIDIA DGX B200: 8 x B200, 8 x 400 Gb/s ConnectX-7", "b200",
-                8, 400.0, IB_LATENCY_US),
-        Cluster("gb200-nvl72", "NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain, "
-                "400 Gb/s per GPU scale-out", "gb200", 72, 400.0, IB_LATENCY_US),
+        Cluster(
+            "p3dn",
+            "AWS p3dn.24xlarge: 8 x V100 32GB, 100 Gb/s per node",
+            "v100",
+            8,
+            100 / 8,
+            EFA_LATENCY_US,
+        ),
+        Cluster(
+            "p4de",
+            "AWS p4de.24xlarge: 8 x A100 80GB, 4 x 100 Gb/s EFA per node",
+            "a100",
+            8,
+            400 / 8,
+            EFA_LATENCY_US,
+        ),
+        Cluster(
+            "dgx-a100",
+            "NVIDIA DGX A100: 8 x A100 80GB, 8 x 200 Gb/s HDR InfiniBand",
+            "a100",
+            8,
+            200.0,
+            IB_LATENCY_US,
+        ),
+        Cluster(
+            "dgx-h100",
+            "NVIDIA DGX H100: 8 x H100, 8 x 400 Gb/s NDR InfiniBand",
+            "h100",
+            8,
+            400.0,
+            IB_LATENCY_US,
+        ),
+        Cluster(
+            "dgx-b200",
+            "NVIDIA DGX B200: 8 x B200, 8 x 400 Gb/s ConnectX-7",
+            "b200",
+            8,
+            400.0,
+            IB_LATENCY_US,
+        ),
+        Cluster(
+            "gb200-nvl72",
+            "NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain, 400 Gb/s per GPU scale-out",
+            "gb200",
+            72,
+            400.0,
+            IB_LATENCY_US,
+        ),
     )
 }
 

@@ -124,8 +124,16 @@ def kind_from_name(name: str) -> str | None:
     for program, kind in NCCL_PROGRAMS.items():
         if program in base:
             return kind
-    for alias in ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter",
-                  "reducescatter", "all_to_all", "alltoall"):
+    for alias in (
+        "all_reduce",
+        "allreduce",
+        "all_gather",
+        "allgather",
+        "reduce_scatter",
+        "reducescatter",
+        "all_to_all",
+        "alltoall",
+    ):
         if alias in base:
             return canonical_kind(alias)
     return None
@@ -172,8 +180,9 @@ def parse_nccl_tests(
             )
         size = group_size or (len(ranks) if ranks else None) or nranks or threads_gpus
         if size is None:
-            raise UserError(f"{source}: cannot tell the group size (no '#  Rank' lines); "
-                            "pass --group-size")
+            raise UserError(
+                f"{source}: cannot tell the group size (no '#  Rank' lines); pass --group-size"
+            )
         for _, nbytes, t in pending:
             table.add(run_kind, size, nbytes, t)
         pending.clear()
@@ -189,9 +198,11 @@ def parse_nccl_tests(
                 ranks.clear()
                 nranks = threads_gpus = None
                 program = started.group(1)
-                current_kind = (canonical_kind(kind) if kind else None) or NCCL_PROGRAMS.get(
-                    program
-                ) or kind_from_name(program)
+                current_kind = (
+                    (canonical_kind(kind) if kind else None)
+                    or NCCL_PROGRAMS.get(program)
+                    or kind_from_name(program)
+                )
                 continue
             rank = _RANK_LINE.search(line)
             if rank:

@@ -379,8 +379,10 @@ class CommModel:
         if group_size is not None and group_size <= 1:
             return 0.0
         net = self.internode
-        if net is not None and group_size is not None and self._unmeasured_multinode(
-            net, canon, group_size
+        if (
+            net is not None
+            and group_size is not None
+            and self._unmeasured_multinode(net, canon, group_size)
         ):
             return self._multinode_time(net, canon, nbytes, group_size)
         sizes = self._sizes.get(canon)

@@ -115,8 +115,9 @@ class CostConfig:
         preset = get_cluster(self.cluster) if self.cluster is not None else None
         device = get_device(self.device or (preset.device if preset else DEFAULT_DEVICE))
         if preset is not None:
-            internode = InterNode(preset.gpus_per_node, preset.network_gbps_per_gpu,
-                                  preset.latency_us)
+            internode = InterNode(
+                preset.gpus_per_node, preset.network_gbps_per_gpu, preset.latency_us
+            )
         else:
             internode = device.internode()
         if self.gpus_per_node is not None:
@@ -168,7 +169,10 @@ def _comm_model(
     for key, rows in user.samples.items():
         table.samples[key] = list(rows)
     model = CommModel.from_table(
-        table, device.alpha_beta, " + ".join(labels), hw.internode,
+        table,
+        device.alpha_beta,
+        " + ".join(labels),
+        hw.internode,
         device.nvlink_bytes_per_s,
     )
     return model, user.keys()
@@ -207,8 +211,11 @@ class CostModel:
         if self.config.profiles:
             chain.append(self._profile_source)
         chain.extend(self.config.sources)
-        chain += [self._table_source, AlphaBetaSource(self._table_source),
-                  RooflineSource(self.device)]
+        chain += [
+            self._table_source,
+            AlphaBetaSource(self._table_source),
+            RooflineSource(self.device),
+        ]
         return chain
 
     # ---- construction ------------------------------------------------------------------------

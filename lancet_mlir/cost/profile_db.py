@@ -216,8 +216,10 @@ class ProfileDB:
         different `device` values are an error (times of different GPUs must not be mixed).
         """
         mine, theirs = self.metadata.get("device"), other.metadata.get("device")
-        if mine and theirs and canonical_device_name(str(mine)) != canonical_device_name(
-            str(theirs)
+        if (
+            mine
+            and theirs
+            and canonical_device_name(str(mine)) != canonical_device_name(str(theirs))
         ):
             raise UserError(f"cannot merge profiles of different devices: {mine} and {theirs}")
         for key, entry in other.entries.items():

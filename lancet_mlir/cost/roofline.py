@@ -126,8 +126,9 @@ def roofline_time_us(
 # ---- matmul calibration ------------------------------------------------------------------------
 def parse_matmul_table(text: str, source: str) -> dict[str, PiecewiseLinear]:
     """Read `dtype,flops,time_us` rows into one monotone curve per dtype."""
-    reader = csv.reader(io.StringIO("\n".join(ln for ln in text.splitlines()
-                                              if not ln.lstrip().startswith("#"))))
+    reader = csv.reader(
+        io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
+    )
     header = next(reader, None)
     if header is None or tuple(c.strip() for c in header) != MATMUL_TABLE_HEADER:
         raise UserError(f"{source}: expected header {','.join(MATMUL_TABLE_HEADER)}")
@@ -152,9 +153,9 @@ def load_matmul_calibration(name: str) -> dict[str, PiecewiseLinear]:
     return parse_matmul_table(read_text(path), str(path))
 
 
-def derive_matmul_table(text: str, gpu: str, source: str = "<xla matmul table>") -> list[
-    tuple[str, int, float]
-]:
+def derive_matmul_table(
+    text: str, gpu: str, source: str = "<xla matmul table>"
+) -> list[tuple[str, int, float]]:
     """From XLA's matmul perf table (`gpu,b,m,n,k,dtypes,flops_per_s`): the median time (µs) per
     FLOP count (2*b*m*n*k) for `gpu`, as (dtype, flops, time_us) rows sorted by dtype, flops."""
     reader = csv.DictReader(io.StringIO(text))

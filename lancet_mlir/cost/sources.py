@@ -107,8 +107,9 @@ def op_origin(op: Operation) -> tuple[str, float] | None:
     if attr is None:
         return None
     if not isinstance(attr, StringAttr):
-        raise UserError(f"{op_display_name(op)}: {attrs.ORIGIN} must be an op key string, "
-                        f"got {attr}", op=op)
+        raise UserError(
+            f"{op_display_name(op)}: {attrs.ORIGIN} must be an op key string, got {attr}", op=op
+        )
     share = op.attributes.get(attrs.SHARE)
     if share is None:
         return attr.data, 1.0
@@ -116,8 +117,9 @@ def op_origin(op: Operation) -> tuple[str, float] | None:
         value = float(share.value.data)
         if math.isfinite(value) and 0 < value <= 1:
             return attr.data, value
-    raise UserError(f"{op_display_name(op)}: {attrs.SHARE} must be a number in (0, 1], "
-                    f"got {share}", op=op)
+    raise UserError(
+        f"{op_display_name(op)}: {attrs.SHARE} must be a number in (0, 1], got {share}", op=op
+    )
 
 
 def op_origin_bytes(op: Operation) -> float | None:
@@ -130,8 +132,9 @@ def op_origin_bytes(op: Operation) -> float | None:
         value = float(attr.value.data)
         if math.isfinite(value) and value > 0:
             return value
-    raise UserError(f"{op_display_name(op)}: {attrs.ORIGIN_BYTES} must be a number > 0, "
-                    f"got {attr}", op=op)
+    raise UserError(
+        f"{op_display_name(op)}: {attrs.ORIGIN_BYTES} must be a number > 0, got {attr}", op=op
+    )
 
 
 def derived_scale(op: Operation, origin: tuple[str, float]) -> float | None:
@@ -253,8 +256,10 @@ def check_source(source: object) -> CostSource:
     """`source` if it is a usable CostSource (hashable, with name and time_us), else
     UserError naming what is wrong."""
     if not isinstance(source, CostSource) or not isinstance(getattr(source, "name", None), str):
-        raise UserError(f"cost source {source!r}: needs a str `name`, a bool `measured` and "
-                        "time_us(op, world_size)")
+        raise UserError(
+            f"cost source {source!r}: needs a str `name`, a bool `measured` and "
+            "time_us(op, world_size)"
+        )
     if not isinstance(source, Hashable):
         raise UserError(f"cost source {source.name}: must be hashable (configs key a cache)")
     return source

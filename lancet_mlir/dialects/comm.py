@@ -84,8 +84,6 @@ def tensor_bytes(ty: Attribute) -> int:
     return prod(shape) * element_bytes(ty.element_type)
 
 
-
-
 def module_world_size(op: Operation) -> int | None:
     """The `lancet.world_size` of the nearest enclosing op that declares it (O(depth))."""
     current: Operation | None = op
@@ -224,8 +222,16 @@ class CollectiveOp(IRDLOperation):
         a, b = pairs[0]
         if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)):
             return None
-        small, big = (a.type.get_shape(), b.type.get_shape()) if grow else (b.type.get_shape(), a.type.get_shape())
-        if not (0 <= axis < min(len(small), len(big))) or small[axis] <= 0 or big[axis] % small[axis]:
+        small, big = (
+            (a.type.get_shape(), b.type.get_shape())
+            if grow
+            else (b.type.get_shape(), a.type.get_shape())
+        )
+        if (
+            not (0 <= axis < min(len(small), len(big)))
+            or small[axis] <= 0
+            or big[axis] % small[axis]
+        ):
             return None
         ratio = big[axis] // small[axis]
         return ratio if ratio > 1 else None

@@ -113,7 +113,9 @@ class Problem:
         n = len(self.preds)
         if not self.role:
             self.role = [None] * n
-        if not (len(self.succs) == len(self.comm_kind) == len(self.durations) == len(self.role) == n):
+        if not (
+            len(self.succs) == len(self.comm_kind) == len(self.durations) == len(self.role) == n
+        ):
             raise ValueError("problem lists differ in length")
         self.is_comm = [k is not None for k in self.comm_kind]
 
@@ -142,7 +144,9 @@ class Problem:
             for p in ps:
                 succs[p].append(c)
         kinds: list[str | None] = [None] * n
-        comm_map = comm if isinstance(comm, dict) else dict.fromkeys(comm or (), CollectiveKind.ALLREDUCE)
+        comm_map = (
+            comm if isinstance(comm, dict) else dict.fromkeys(comm or (), CollectiveKind.ALLREDUCE)
+        )
         for v, k in comm_map.items():
             kinds[v] = k
         roles: list[str | None] = [None] * n

@@ -56,7 +56,9 @@ def max_flow(
     return FlowResult(total, flows)
 
 
-def _levels(out: list[list[int]], head: list[int], cap: list[float], source: int, eps: float) -> list[int]:
+def _levels(
+    out: list[list[int]], head: list[int], cap: list[float], source: int, eps: float
+) -> list[int]:
     """BFS distance from `source` in the residual network (-1: unreachable)."""
     level = [-1] * len(out)
     level[source] = 0

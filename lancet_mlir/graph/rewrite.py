@@ -86,9 +86,7 @@ _PER_OP_ATTRS = frozenset({*attrs.TIMING, attrs.PART})
 def _common_attributes(members: Sequence[Operation]) -> dict[str, Attribute]:
     """Discardable attributes every member carries with the same value (e.g. `lancet.role`),
     except per-op timings."""
-    common = {
-        k: v for k, v in members[0].attributes.items() if k not in _PER_OP_ATTRS
-    }
+    common = {k: v for k, v in members[0].attributes.items() if k not in _PER_OP_ATTRS}
     for op in members[1:]:
         common = {k: v for k, v in common.items() if op.attributes.get(k) == v}
     return common

@@ -69,7 +69,9 @@ def check_job(job: MeasureJob) -> None:
     _check_output(job.output)
 
 
-def load_for_measure(path: str, world_size: int | None = None, allow_unregistered: bool = False) -> ModuleOp:
+def load_for_measure(
+    path: str, world_size: int | None = None, allow_unregistered: bool = False
+) -> ModuleOp:
     """Read, parse and verify the module at `path` (`-`: stdin); one UserError line naming the
     file (and the op's line:col) on any problem; ops no dialect defines are refused unless
     `allow_unregistered`."""
@@ -134,7 +136,9 @@ def notes(cat: OpCatalog, stats: MeasureStats, backend: str) -> list[str]:
             f"{cat.unsupported[0]}"
         )
     if cat.unregistered:
-        out.append(f"{len(cat.unregistered)} unregistered op(s) not measured: {', '.join(cat.unregistered)}")
+        out.append(
+            f"{len(cat.unregistered)} unregistered op(s) not measured: {', '.join(cat.unregistered)}"
+        )
     if stats.too_large:
         out.append(
             f"{len(stats.too_large)} op key(s) above the memory bound not measured, e.g. {stats.too_large[0]}"
@@ -153,7 +157,9 @@ def plan_line(keys: int, backend: str, options: MeasureOptions) -> str:
     """What measure is about to do: keys, runs, rounds, threads, budget."""
     threads = options.threads
     pinned = f"BLAS threads pinned to {threads}" if threads else "BLAS threads not pinned"
-    budget = f", at most {options.max_seconds:g} s in all" if options.max_seconds is not None else ""
+    budget = (
+        f", at most {options.max_seconds:g} s in all" if options.max_seconds is not None else ""
+    )
     rounds = len(round_plan(options))
     return (
         f"measuring {keys} op key{'s' if keys != 1 else ''} on {backend}: {options.warmup} "
@@ -183,7 +189,9 @@ def run_measure(job: MeasureJob) -> int:
     if in_mpi_job():
         return _measure_mpi(job)
     if job.output is not None and "{rank}" in job.output:
-        job = dataclasses.replace(job, output=job.output.replace("{rank}", "0"))  # one process is rank 0
+        job = dataclasses.replace(
+            job, output=job.output.replace("{rank}", "0")
+        )  # one process is rank 0
     _check_output(job.output)  # before measuring, which may take minutes
     module = load_for_measure(job.module, job.world_size, job.allow_unregistered)
     backend = make_backend(job.backend)

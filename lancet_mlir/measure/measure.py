@@ -97,7 +97,9 @@ class MeasureOptions:
             if not ok:
                 low = 0 if name in ("warmup", "seed") else 1
                 raise OptionError(name, f"must be >= {low}, got {getattr(self, name)}")
-        if self.max_seconds is not None and not (math.isfinite(self.max_seconds) and self.max_seconds > 0):
+        if self.max_seconds is not None and not (
+            math.isfinite(self.max_seconds) and self.max_seconds > 0
+        ):
             raise OptionError("max_seconds", f"must be a finite number > 0, got {self.max_seconds}")
         if self.threads is not None and self.threads < 1:
             raise OptionError("threads", f"must be >= 1 (or None: not pinned), got {self.threads}")
@@ -216,7 +218,9 @@ def check_memory_plan(cat: OpCatalog, options: MeasureOptions) -> list[str]:
     from lancet_mlir.runtime.limits import available_memory_bytes, format_bytes
 
     peaks = {key: key_peak_bytes(op) for key, op in cat.measurable.items()}
-    skipped = sorted(k for k, b in peaks.items() if options.max_memory is not None and b > options.max_memory)
+    skipped = sorted(
+        k for k, b in peaks.items() if options.max_memory is not None and b > options.max_memory
+    )
     kept = {k: b for k, b in peaks.items() if k not in skipped}
     if not kept:
         return skipped
@@ -276,7 +280,9 @@ def round_plan(options: MeasureOptions) -> list[tuple[int, int]]:
     sizes = round_sizes(options.iters, options.rounds, budget)
     full = 1 if budget and len(sizes) > 1 else 0
     again = min(1, options.warmup)
-    return [(0 if r < full else options.warmup if r == full else again, n) for r, n in enumerate(sizes)]
+    return [
+        (0 if r < full else options.warmup if r == full else again, n) for r, n in enumerate(sizes)
+    ]
 
 
 def measure_module(

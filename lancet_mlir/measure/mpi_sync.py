@@ -61,8 +61,7 @@ def sync_profile(db: ProfileDB, comm: Any) -> ProfileDB:
     if problem is not None:
         raise AgreedError(problem)  # every rank evaluated the same data
     rows = [
-        (e.mean_us, e.count, e.std_us, e.min_us, e.max_us)
-        for e in (db.entries[k] for k in keys)
+        (e.mean_us, e.count, e.std_us, e.min_us, e.max_us) for e in (db.entries[k] for k in keys)
     ]
     all_rows = comm.allgather(rows)
     merged: dict[str, ProfileEntry] = {}

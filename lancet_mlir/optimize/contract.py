@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from lancet_mlir.graph.core import Problem
 
 
-def contract(problem: Problem, groups: Sequence[Sequence[int]], fused_durations: Sequence[float]) -> tuple[Problem, list[int]]:
+def contract(
+    problem: Problem, groups: Sequence[Sequence[int]], fused_durations: Sequence[float]
+) -> tuple[Problem, list[int]]:
     """Merge each group into its last member; returns the new problem and, for each new
     node, its old index (nodes keep their relative order; the fused op is the last member).
     """

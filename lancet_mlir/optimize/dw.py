@@ -158,7 +158,9 @@ def _with_unplaced_ancestors(due: list[int], labels: DwLabels, used: set[int]) -
     return sorted(closure, key=rank.__getitem__)
 
 
-def desired_order(launch_order: Sequence[int], labels: DwLabels, placed: list[list[int]]) -> list[int]:
+def desired_order(
+    launch_order: Sequence[int], labels: DwLabels, placed: list[list[int]]
+) -> list[int]:
     """Launch order with every placed dW moved right after its window's all-to-all."""
     moved = {d for ds in placed for d in ds}
     after = {labels.windows[w]: ds for w, ds in enumerate(placed) if ds}
@@ -208,7 +210,8 @@ def fill_allreduce_gaps(
         gap_end = times.start[c]
         while left:
             fits = [
-                f for f in left
+                f
+                for f in left
                 if max(t, ready[f]) + dur[f] <= gap_end and not ancestors[f] & later[k]
             ]
             if not fits:

@@ -30,7 +30,9 @@ class ExactResult:
     nodes: int
 
 
-def exact_schedule(problem: Problem, upper_bound: float | None = None, max_nodes: int = 2_000_000) -> ExactResult:
+def exact_schedule(
+    problem: Problem, upper_bound: float | None = None, max_nodes: int = 2_000_000
+) -> ExactResult:
     """Minimum fixed-order makespan (one comm stream, no slowdown) of `problem`.
 
     `upper_bound` (a known makespan, e.g. from a heuristic) speeds up pruning; the result is
@@ -109,7 +111,8 @@ class _Search:
         """True if a state at least as good with the same placed set was seen (module doc);
         otherwise record this one."""
         frontier = tuple(
-            self.end[v] for v in range(self.n)
+            self.end[v]
+            for v in range(self.n)
             if placed >> v & 1 and any(not placed >> s & 1 for s in self.p.succs[v])
         )
         key = (free[0], free[1], span, *frontier)

@@ -58,7 +58,9 @@ def plan_noncritical_fusion(
         if not (problem.is_allreduce(a) and problem.is_allreduce(b) and compatible(a, b)):
             k += 1
             continue
-        earliest = max((times.end[p] for p in preds[a] + preds[b] if not problem.is_comm[p]), default=0.0)
+        earliest = max(
+            (times.end[p] for p in preds[a] + preds[b] if not problem.is_comm[p]), default=0.0
+        )
         if k >= 2:
             earliest = max(earliest, times.end[comm[k - 2]])
         if not earliest < times.end[b]:
@@ -70,7 +72,10 @@ def plan_noncritical_fusion(
         # the merge changes nothing that starts before `a` (its consumers and `b` start
         # after it ends): resume from there, the times are the same as from scratch
         trial = evaluate_chains(
-            trial_preds, trial_durations, comp, trial_comm,
+            trial_preds,
+            trial_durations,
+            comp,
+            trial_comm,
             resume_point(times, comp, trial_comm, times.start[a]),
         )
         evaluations += 1
@@ -86,7 +91,12 @@ def plan_noncritical_fusion(
 
 
 def _merged(
-    preds: list[list[int]], succs: list[list[int]], durations: list[float], a: int, b: int, fused: float
+    preds: list[list[int]],
+    succs: list[list[int]],
+    durations: list[float],
+    a: int,
+    b: int,
+    fused: float,
 ) -> tuple[list[list[int]], list[float]]:
     """Preds and durations with `a` folded into `b` (a keeps no edges and no time)."""
     new_preds = list(preds)

@@ -161,13 +161,18 @@ class ChainSearch:
         k_last = position[last]
         for u in movable[:CLEAR_PER_SEGMENT]:
             k = position[u]
-            ceiling = min((position[s] - 1 for s in self.problem.succs[u] if self._same(s, u)), default=len(chain) - 1)
+            ceiling = min(
+                (position[s] - 1 for s in self.problem.succs[u] if self._same(s, u)),
+                default=len(chain) - 1,
+            )
             if ceiling < k_last:
                 continue
-            new = chain[:k] + chain[k + 1:k_last + 1] + [u] + chain[k_last + 1:]
+            new = chain[:k] + chain[k + 1 : k_last + 1] + [u] + chain[k_last + 1 :]
             yield stream, new, self.times.start[u]
 
-    def _earlier(self, stream: int, chain: list[int], k: int, position: list[int]) -> Iterator[tuple[int, list[int], float]]:
+    def _earlier(
+        self, stream: int, chain: list[int], k: int, position: list[int]
+    ) -> Iterator[tuple[int, list[int], float]]:
         """Move chain[k] to k-1, k-2, k-3, k-5, ... (not before a same-stream producer)."""
         v = chain[k]
         floor = max((position[p] + 1 for p in self.problem.preds[v] if self._same(p, v)), default=0)
@@ -175,21 +180,28 @@ class ChainSearch:
             q = k - off
             if q < floor:
                 break
-            new = chain[:q] + [v] + chain[q:k] + chain[k + 1:]
+            new = chain[:q] + [v] + chain[q:k] + chain[k + 1 :]
             yield stream, new, self.times.start[chain[q]]
 
-    def _later(self, stream: int, chain: list[int], k: int, position: list[int]) -> Iterator[tuple[int, list[int], float]]:
+    def _later(
+        self, stream: int, chain: list[int], k: int, position: list[int]
+    ) -> Iterator[tuple[int, list[int], float]]:
         """Move chain[k] to k+1, k+2, ... (not after a same-stream consumer)."""
         u = chain[k]
-        ceiling = min((position[s] - 1 for s in self.problem.succs[u] if self._same(s, u)), default=len(chain) - 1)
+        ceiling = min(
+            (position[s] - 1 for s in self.problem.succs[u] if self._same(s, u)),
+            default=len(chain) - 1,
+        )
         for off in STEP_OFFSETS:
             q = k + off
             if q > ceiling:
                 break
-            new = chain[:k] + chain[k + 1:q + 1] + [u] + chain[q + 1:]
+            new = chain[:k] + chain[k + 1 : q + 1] + [u] + chain[q + 1 :]
             yield stream, new, self.times.start[u]
 
-    def _fill_gap(self, stream: int, chain: list[int], k: int) -> Iterator[tuple[int, list[int], float]]:
+    def _fill_gap(
+        self, stream: int, chain: list[int], k: int
+    ) -> Iterator[tuple[int, list[int], float]]:
         """Pull a later op of the chain into the idle gap before chain[k]: the ops that do
         not depend on chain[k] and are ready by its start, best fit to the gap first, then
         the largest."""
@@ -219,7 +231,7 @@ class ChainSearch:
                 picked.append(largest)
         for _, _, q in picked:
             x = chain[q]
-            yield stream, chain[:k] + [x] + chain[k:q] + chain[q + 1:], gap_from
+            yield stream, chain[:k] + [x] + chain[k:q] + chain[q + 1 :], gap_from
 
     def _same(self, a: int, b: int) -> bool:
         return self.problem.is_comm[a] == self.problem.is_comm[b]

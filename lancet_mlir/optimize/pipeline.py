@@ -101,7 +101,12 @@ def run_pipeline(
     evaluations = 0
     unsearched = current
     if budget > 0:
-        starts = [("pipeline", current), ("input", identity), ("fifo", fifo), ("rank", rank_list_schedule(problem).order)]
+        starts = [
+            ("pipeline", current),
+            ("input", identity),
+            ("fifo", fifo),
+            ("rank", rank_list_schedule(problem).order),
+        ]
         main_budget = budget if fusion is None else budget - budget // 10
         outcome = search_schedule(problem, main_budget, starts, progress)
         current = outcome.order

@@ -49,7 +49,9 @@ class SearchOutcome:
     evaluations: int
 
 
-def starting_orders(problem: Problem, input_order: Sequence[int] | None = None) -> list[tuple[str, list[int]]]:
+def starting_orders(
+    problem: Problem, input_order: Sequence[int] | None = None
+) -> list[tuple[str, list[int]]]:
     """The named starting schedules of the search (module docstring)."""
     identity = list(input_order) if input_order is not None else list(range(len(problem)))
     return [
@@ -89,7 +91,9 @@ def search_schedule(
             used = 0
         spent += used
         if best is None or times.makespan_us < best.makespan_us:
-            best = SearchOutcome(block_order(problem, comp, comm, times.start), times.makespan_us, name, 0)
+            best = SearchOutcome(
+                block_order(problem, comp, comm, times.start), times.makespan_us, name, 0
+            )
     assert best is not None
     comp, comm = split_chains(problem.is_comm, best.order)
     kicked = _kick_search(problem, comp, comm, best.makespan_us, budget - spent, progress)
@@ -187,7 +191,9 @@ def _perturb(
                 continue
             op = chain.pop(rng.randrange(len(chain)))
             low = max((k + 1 for k, u in enumerate(chain) if ancestors[op] >> u & 1), default=0)
-            high = min((k for k, u in enumerate(chain) if descendants[op] >> u & 1), default=len(chain))
+            high = min(
+                (k for k, u in enumerate(chain) if descendants[op] >> u & 1), default=len(chain)
+            )
             chain.insert(rng.randint(low, high), op)
         if evaluate_chains(problem.preds, problem.durations, chains[0], chains[1]) is not None:
             return chains[0], chains[1]

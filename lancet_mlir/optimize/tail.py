@@ -91,7 +91,14 @@ def defer_to_tail(
 def most_exposed(comp: Sequence[int], comm: Sequence[int], times: ChainTimes) -> int:
     """The collective exposed longest (ties: the later one)."""
     busy = _merged([(times.start[v], times.end[v]) for v in comp])
-    return max(comm, key=lambda c: (times.end[c] - times.start[c] - _covered(busy, times.start[c], times.end[c]), times.start[c], c))
+    return max(
+        comm,
+        key=lambda c: (
+            times.end[c] - times.start[c] - _covered(busy, times.start[c], times.end[c]),
+            times.start[c],
+            c,
+        ),
+    )
 
 
 def idle_candidates(

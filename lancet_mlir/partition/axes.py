@@ -16,7 +16,20 @@ operand and result, derived from
   line up one to one;
 * a single-tensor `comm.all_to_all` (split s, concat c): any other axis passes through
   unchanged; a contiguous chunking along c becomes G blocks (G = group size: chunk k of
-  every rank); G blocks along s become contiguous again (the returning all-to-all).
+  every rank); G blocks along s become contiguous again (the returning all-to-all);
+* a single-tensor `comm.all_to_all` whose split and concat axes coincide (PyTorch's
+  `all_to_all_single`: the rows of rank j's chunk go to rank j and come back in rank order
+  along the same axis): g blocks along s stay g blocks, for every g that is a multiple of
+  G and divides the dimension (the capacity slots of each local expert of each rank's
+  chunk are the blocks of g = ranks x local experts); the solver tries one such g at a
+  time, the fewest blocks first, and keeps the first that a region takes (more blocks
+  would only cut the same slots finer);
+* in a block with such an all-to-all, a reshape also takes a chunking whose blocks it keeps
+  as whole rows of one dimension (`blocks.reshaped_chunking`: `[R, d]` in blocks of the
+  capacity slots viewed as `[ranks, experts, capacity, d]` is contiguous along capacity,
+  `[experts, ranks x capacity, d]` is G blocks), among the block counts in use (1, G and
+  the all-to-all's g: a reshape to any other count is not followed); a block without such
+  an all-to-all keeps the registry's reshape rule alone (as before);
 
 Part counts: n parts need at least one row per part of every split block, and an op
 whose split blocks differ in size (a reshape merging dimensions) keeps its rows in line
@@ -44,7 +57,8 @@ from xdsl.ir import Operation, SSAValue
 from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import shape_of, value_ref
-from lancet_mlir.partition.rules import PARTIAL, partition_combos
+from lancet_mlir.partition.blocks import reshaped_chunking
+from lancet_mlir.partition.rules import PARTIAL, kernel_name, partition_combos
 
 Chunking = tuple[int, int]
 """(axis, groups) of a chunked value."""
@@ -75,14 +89,33 @@ class AxisSolution:
 
 
 def _a2a_group(op: AllToAllOp) -> tuple[int, int, int] | None:
-    """(split, concat, group size) of a single-tensor all-to-all, else None."""
+    """(split, concat, group size) of a single-tensor all-to-all, else None (split = concat:
+    the group size of the op, when it divides the split dimension)."""
     if len(op.inputs) != 1:
         return None
     s, c = op.split_axis.value.data, op.concat_axis.value.data
     ins, outs = shape_of(op.operands[0]), shape_of(op.results[0])
-    if ins is None or outs is None or s == c or ins[c] < 1:
+    if ins is None or outs is None:
+        return None
+    if s == c:
+        size = op.group_size()
+        if size is None or size < 2 or ins[s] % size:
+            return None
+        return s, c, size
+    if ins[c] < 1:
         return None
     return s, c, outs[c] // ins[c]
+
+
+def _flat_groups(op: AllToAllOp) -> list[int]:
+    """The block counts of an all-to-all with split = concat: multiples of the group size
+    that divide the split dimension."""
+    info = _a2a_group(op)
+    if info is None or info[0] != info[1]:
+        return []
+    s, _, size = info
+    rows = (shape_of(op.operands[0]) or ())[s]
+    return [g for g in range(size, rows + 1, size) if rows % g == 0]
 
 
 def _a2a_options(op: AllToAllOp, groups: Sequence[int]) -> list[Option]:
@@ -91,10 +124,38 @@ def _a2a_options(op: AllToAllOp, groups: Sequence[int]) -> list[Option]:
         return []
     s, c, size = info
     rank = len(shape_of(op.operands[0]) or ())
-    options: list[Option] = [(((c, 1),), ((c, size),)), (((s, size),), ((s, 1),))]
+    if s == c:
+        rows = (shape_of(op.operands[0]) or ())[s]
+        options: list[Option] = [
+            (((s, g),), ((s, g),)) for g in groups if g % size == 0 and rows % g == 0
+        ]
+    else:
+        options = [(((c, 1),), ((c, size),)), (((s, size),), ((s, 1),))]
     for axis in range(rank):
         if axis not in (s, c):
             options += [(((axis, g),), ((axis, g),)) for g in groups]
+    return options
+
+
+def _reshape_shapes(op: Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    if kernel_name(op) != "reshape" or len(op.operands) != 1:
+        return None
+    old, new = shape_of(op.operands[0]), shape_of(op.results[0])
+    return None if old is None or new is None else (tuple(old), tuple(new))
+
+
+def _block_reshapes(op: Operation, groups: Sequence[int]) -> list[Option]:
+    """A reshape's chunkings that keep their blocks whole rows (module doc)."""
+    shapes = _reshape_shapes(op)
+    if shapes is None:
+        return []
+    old, new = shapes
+    options: list[Option] = []
+    for axis in range(len(old)):
+        for g in groups:
+            out = reshaped_chunking((axis, g), old, new)
+            if out is not None and out[1] in groups:
+                options.append((((axis, g),), (out,)))
     return options
 
 
@@ -130,8 +191,9 @@ def fits_parts(blocks: Sequence[int], n: int) -> bool:
     return len(set(blocks)) == 1 or all(b % n == 0 for b in blocks)
 
 
-def op_options(op: Operation, groups: Sequence[int] = (1,)) -> list[Option]:
-    """Every way for `op` to join a region, given the block counts in use (1 first)."""
+def op_options(op: Operation, groups: Sequence[int] = (1,), blocks: bool = False) -> list[Option]:
+    """Every way for `op` to join a region, given the block counts in use (1 first);
+    `blocks`: a reshape also keeps blocks as whole rows (module doc)."""
     if isinstance(op, AllToAllOp):
         return _a2a_options(op, groups)
     options: list[Option] = []
@@ -146,6 +208,8 @@ def op_options(op: Operation, groups: Sequence[int] = (1,)) -> list[Option]:
                 return (ax, g) if isinstance(ax, int) else ax  # type: ignore[return-value]
 
             options.append((tuple(slot(a) for a in cin), tuple(slot(a) for a in cout)))
+    if blocks:
+        options += [o for o in _block_reshapes(op, groups) if o not in options]
     return options
 
 
@@ -179,19 +243,50 @@ def solve_axes(
     value is to come out, or go in, split along the token axis). `partial=False` leaves out
     ops whose results would be per-part partial sums (weight gradients stay whole)."""
     nodes = sorted(set(candidates) | set(anchors))
-    required = set(anchors)
-    groups = [1]
+    base = [1]
+    flat: list[int] = []
     for i in nodes:
         op = graph.ops[i]
         info = _a2a_group(op) if isinstance(op, AllToAllOp) else None
-        if info is not None and info[2] not in groups:
-            groups.append(info[2])
-    groups.sort()
+        if info is not None and info[2] not in base:
+            base.append(info[2])
+        if info is not None and info[0] == info[1]:
+            assert isinstance(op, AllToAllOp)
+            flat += [g for g in _flat_groups(op) if g not in flat]
     cache = {} if cache is None else cache
+    args = (cache, weights, parts, budget, fixed, partial)
+    if not flat:
+        return _branch_and_bound(graph, nodes, set(anchors), sorted(base), False, *args)
+    # split = concat: one block count of the all-to-alls at a time, the fewest blocks (the
+    # largest, e.g. one per expert of each rank's chunk) first; the first that a region
+    # takes is kept (more blocks only cut the same slots finer)
+    for g in sorted(flat):
+        groups = sorted(set(base) | {g})
+        found = _branch_and_bound(graph, nodes, set(anchors), groups, True, *args)
+        if found is not None:
+            return found
+    return None
+
+
+def _branch_and_bound(
+    graph: DataflowGraph,
+    nodes: list[int],
+    required: set[int],
+    groups: list[int],
+    flat: bool,
+    cache: dict[tuple[int, tuple[int, ...]], list[tuple[Option, tuple[int, ...]]]],
+    weights: Mapping[int, float] | None,
+    parts: int,
+    budget: int,
+    fixed: Mapping[SSAValue, Slot] | None,
+    partial: bool,
+) -> AxisSolution | None:
+    """The search of `solve_axes` with the block counts `groups` (`flat`: the block
+    counts of an all-to-all with split = concat are in use, module doc)."""
     for i in nodes:
         if (i, tuple(groups)) not in cache:
             op = graph.ops[i]
-            cache[(i, tuple(groups))] = [(o, _blocks(op, o)) for o in op_options(op, groups)]
+            cache[(i, tuple(groups))] = [(o, _blocks(op, o)) for o in op_options(op, groups, flat)]
     domains = {
         i: [
             o
@@ -225,6 +320,24 @@ def solve_axes(
                 return False
         return True
 
+    # with an all-to-all of split = concat (many block counts, module doc): an op left out
+    # below the region from which a required op is reachable within `nodes` dooms the
+    # branch (every op between them is left out below too, so the anchor cannot join);
+    # cut there instead of trying every subset of the ops between
+    reach: dict[int, bool] = {}
+    position = {i: t for t, i in enumerate(nodes)}
+
+    def doomed(i: int) -> bool:
+        if not flat:
+            return False
+        if i not in reach:
+            users = {r for r in nodes if any(ref is not None and ref[0] == i
+                                             for ref in operand_refs[r])}  # fmt: skip
+            reach[i] = any(
+                u in required or doomed(u) for u in sorted(users, key=lambda u: position[u])
+            )
+        return reach[i]
+
     def search(t: int, weight: float) -> None:
         nonlocal best, best_weight, steps
         steps += 1
@@ -243,6 +356,8 @@ def solve_axes(
             return
         below = any(r is not None and (r[0] in chosen or r[0] in downstream)
                     for r in operand_refs[i])  # fmt: skip
+        if below and doomed(i):
+            return  # an anchor reads it: the anchor could never join
         if below:
             downstream.add(i)
         search(t + 1, weight)

@@ -99,6 +99,7 @@ def choose_range(
     plan = best_ranges(len(groups), len(groups), local)
     return next(choices[r] for r in plan.ranges if r in choices)
 
+
 def best_parts(
     graph: DataflowGraph,
     nodes: list[int],
@@ -148,6 +149,10 @@ class CapacityPlan:
     regions: list[PartitionedRegion] = field(default_factory=list)
     ranges: list[list[int]] = field(default_factory=list)
     orders: list[list[Operation]] = field(default_factory=list)
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    """(entry, exit) of the pair of each region."""
+    choices: list[Choice] = field(default_factory=list)
+    """The choice of each region (its axis solution and part count)."""
 
     def layout(self) -> Layout:
         """What applying the plan does to the block, as data."""
@@ -171,6 +176,8 @@ class CapacityPlan:
         self.regions.clear()
         self.ranges.clear()
         self.orders.clear()
+        self.pairs.clear()
+        self.choices.clear()
 
 
 def plan_capacity_block(
@@ -219,6 +226,8 @@ def _plan_pair(
     plan.regions.append(region)
     plan.ranges.append(choice.range_nodes)
     plan.orders.append(cost.order)
+    plan.pairs.append((entry, exit_))
+    plan.choices.append(choice)
     for ref, (chunking, parts) in region.chunks.items():
         # keyed by the original value: later regions read it before the plan is applied
         # (once applied, its uses outside the region read the rebuilt value)

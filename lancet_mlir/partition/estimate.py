@@ -192,7 +192,5 @@ def _rebuild_tasks(
         EPILOGUE,
     )
     concat_task = tasks.add(time_of(joined), False, EPILOGUE, reshaped)
-    back = put(
-        build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role), EPILOGUE
-    )
+    back = put(build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role), EPILOGUE)
     return tasks.add(time_of(back), False, EPILOGUE, [concat_task])

@@ -207,19 +207,37 @@ def _match(
     return None
 
 
+def _flat(graph: DataflowGraph, a: int) -> bool:
+    """True for an all-to-all with split = concat whose group divides that dimension
+    (PyTorch's `all_to_all_single` of a MoE dispatch)."""
+    op = graph.ops[a]
+    assert isinstance(op, AllToAllOp)
+    shape = shape_of(op.operands[0])
+    size = op.group_size()
+    axis = op.split_axis.value.data
+    return shape is not None and size is not None and size > 1 and shape[axis] % size == 0
+
+
 def all_to_all_pairs(graph: DataflowGraph) -> list[tuple[int, int]]:
     """(entry, exit) of every all-to-all pair: a single-tensor all-to-all (split s,
     concat c) whose compute-only descendants reach one with the axes swapped, in program
-    order of the entries. Forward MoE layers and their backward passes both qualify."""
+    order of the entries. Forward MoE layers and their backward passes both qualify. With
+    split = concat (PyTorch's `all_to_all_single`) the exit has the same axes and returns
+    the entry's input shape."""
     pairs: list[tuple[int, int]] = []
     used: set[int] = set()
     for a in graph.comm_nodes():
         axes = a2a_axes(graph.ops[a])
-        if a in used or axes is None or axes[0] == axes[1]:
+        if a in used or axes is None or (axes[0] == axes[1] and not _flat(graph, a)):
             continue
         _, met = _compute_descendants(graph, a)
         exit_ = next((m for m in met if a2a_axes(graph.ops[m]) is not None), None)
         if exit_ is None or a2a_axes(graph.ops[exit_]) != (axes[1], axes[0]):
+            continue
+        if axes[0] == axes[1] and (
+            exit_ in used
+            or shape_of(graph.ops[exit_].results[0]) != shape_of(graph.ops[a].operands[0])
+        ):
             continue
         used.update((a, exit_))
         pairs.append((a, exit_))

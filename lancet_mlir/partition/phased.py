@@ -123,4 +123,3 @@ def phased_simulate(
     # (zero-time ops starting together on different streams)
     order = topological_order(preds, succs, key)
     return PhasedResult(start, end, order, max(end, default=0.0))
-

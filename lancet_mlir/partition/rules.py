@@ -3,17 +3,28 @@
 Everything the partition library needs from the compute dialect (a kernel's allowed
 partition combinations, building a new kernel op, the kernel of an op and its parameters)
 goes through this module, so a change in the registry's layout is a change here only.
+
+The generic `aten.op` of the PyTorch import has no kernel; the element-wise ATen ops
+(`ATEN_ELEMENTWISE`: one output element from the same element of each input) take the
+registry's element-wise rule here (broadcast inputs used whole), so an expert span of a
+PyTorch graph (`clone`, erf-`gelu`, `gelu_backward`, ...) can be split; any other ATen op
+has no combination (it stays outside every region).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from xdsl.dialects.builtin import FloatAttr, TensorType, f64
 from xdsl.ir import Operation, SSAValue
 
+from lancet_mlir import attrs as lancet_attrs
+from lancet_mlir.dialects.aten import AtenOp
 from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sigs
 from lancet_mlir.dialects.kernels import PARTIAL, KernelError
+from lancet_mlir.dialects.kernels.rules import elementwise_partition
 from lancet_mlir.partition.origin import mark_derived
 
 Axis = int | str | None
@@ -40,9 +51,39 @@ def is_kernel_op(op: Operation) -> bool:
     return kernel_of(op) is not None
 
 
+ATEN_ELEMENTWISE = frozenset(
+    f"aten.{name}"
+    for name in (
+        "clone.default", "alias.default", "detach.default", "gelu.default", "relu.default",
+        "silu.default", "neg.default", "tanh.default", "gelu_backward.default",
+        "threshold_backward.default", "silu_backward.default", "mul.Tensor", "add.Tensor",
+        "sub.Tensor", "div.Tensor", "mul.Scalar", "add.Scalar", "div.Scalar",
+    )
+)  # fmt: skip
+"""ATen overloads (`aten.op` targets) split like the registry's element-wise kernels."""
+
+
+def _aten_combos(op: AtenOp) -> list[Combo]:
+    if op.target.data not in ATEN_ELEMENTWISE or len(op.results) != 1:
+        return []
+    try:
+        ins, outs = op_sigs(op)
+    except KernelError:
+        return []
+    unsplit: Combo = ((None,) * len(ins), (None,))
+    combos: list[Combo] = [unsplit]
+    for cin, cout in elementwise_partition(ins, outs):
+        if outs[0].shape[cout[0]] >= 2:  # type: ignore[index]
+            combos.append((tuple(cin), tuple(cout)))
+    return combos
+
+
 def partition_combos(op: Operation) -> list[Combo]:
     """The registry's allowed partition combinations of `op`, unsplit first; [] when `op`
-    is not a registry kernel or its types or parameters are unusable."""
+    is not a registry kernel (nor an element-wise `aten.op`, module doc) or its types or
+    parameters are unusable."""
+    if isinstance(op, AtenOp):
+        return _aten_combos(op)
     kernel = kernel_of(op)
     if kernel is None:
         return []
@@ -77,7 +118,10 @@ def clone_kernel_op(
 
     `shapes` may give the wanted result shapes (None: not known): a kernel whose `shape`
     parameter names its one result's shape (a reshape) takes it, so a part of a reshape
-    reshapes the part's rows."""
+    reshapes the part's rows. A part of an element-wise `aten.op` has the part's result
+    shape and the share of its FLOPs and bytes that its elements are."""
+    if isinstance(op, AtenOp):
+        return _clone_aten(op, inputs, attrs, shapes, share)
     kernel = kernel_of(op)
     assert kernel is not None, f"{op.name} is not a compute kernel"
     params = kernel_params(op)
@@ -97,3 +141,27 @@ def kernel_name(op: Operation) -> str | None:
 def kernel_param(op: Operation, name: str) -> Any:
     """One kernel parameter of a compute op (its default when not written)."""
     return kernel_params(op).get(name)
+
+
+def _clone_aten(
+    op: AtenOp,
+    inputs: Sequence[SSAValue],
+    attrs: Mapping[str, Any],
+    shapes: Sequence[tuple[int, ...] | None],
+    share: float | None,
+) -> Operation:
+    result = op.results[0].type
+    assert isinstance(result, TensorType)
+    assert len(shapes) == 1
+    assert shapes[0] is not None
+    whole = max(1, math.prod(result.get_shape()))
+    fraction = math.prod(shapes[0]) / whole
+    carried = dict(op.attributes)
+    for name in (lancet_attrs.FLOPS, lancet_attrs.BYTES):
+        value = op.attributes.get(name)
+        if isinstance(value, FloatAttr):
+            carried[name] = FloatAttr(float(value.value.data) * fraction, f64)
+    carried.update(attrs)
+    part = AtenOp(op.target.data, inputs, [TensorType(result.element_type, shapes[0])], carried)
+    mark_derived(part, op, share)
+    return part

@@ -528,7 +528,9 @@ class TokenBuilder:
         o = self.graph.ops[node]
         # a part on the part's own token rows (no fill) does the part's share of the work
         copy = clone_kernel_op(
-            o, [self._operand(v, k) for v in o.operands], self._attrs(o, k, fill),
+            o,
+            [self._operand(v, k) for v in o.operands],
+            self._attrs(o, k, fill),
             share=None if fill else self.fill[k],
         )
         self._add(region, copy, k)

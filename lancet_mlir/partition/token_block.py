@@ -51,7 +51,9 @@ class TokenSearch:
     extend: str
 
 
-def plan_token_block(graph: DataflowGraph, time_of: OpCost, search: TokenSearch) -> list[ChosenPlan]:
+def plan_token_block(
+    graph: DataflowGraph, time_of: OpCost, search: TokenSearch
+) -> list[ChosenPlan]:
     """The chosen plan of every MoE layer of the block of `graph` that has one, in program
     order (none applied yet). With `search.parts`, a layer that cannot be split so raises
     PartitionError with the reason; else such a layer is left out."""

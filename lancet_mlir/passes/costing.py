@@ -79,7 +79,9 @@ class CostOptions:
         if self.network_gbps is not None:
             check_number(self.name, "network-gbps", self.network_gbps, 0.0)
             if not self.network_gbps > 0:
-                raise PassFailedException(f"{self.name}: network-gbps must be > 0, got {self.network_gbps}")
+                raise PassFailedException(
+                    f"{self.name}: network-gbps must be > 0, got {self.network_gbps}"
+                )
         settings = CostSettings(
             device=self.device,
             cluster=self.cluster,
@@ -116,8 +118,9 @@ class CostOptions:
             check_number(self.name, "launch-overhead-us", self.launch_overhead_us, 0.0)
         with _as_pass_failure(self.name):
             base = module_sim_options(module)
-            return resolve_sim_options(self.comm_streams, self.overlap_slowdown, base,
-                                       self.launch_overhead_us)
+            return resolve_sim_options(
+                self.comm_streams, self.overlap_slowdown, base, self.launch_overhead_us
+            )
 
     def module_simulation(self, module: ModuleOp) -> ModuleSimulation:
         """The blocks of `module` costed as the scheduling passes see them, with this pass's

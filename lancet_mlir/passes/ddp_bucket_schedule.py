@@ -30,7 +30,11 @@ from lancet_mlir.passes.options import CheckedOptions, check_int
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 
 __all__ = [
-    "Bucket", "DdpBucketSchedulePass", "has_roles", "is_gradient_allreduce", "plan_ddp_buckets",
+    "Bucket",
+    "DdpBucketSchedulePass",
+    "has_roles",
+    "is_gradient_allreduce",
+    "plan_ddp_buckets",
 ]
 
 
@@ -95,4 +99,3 @@ def _fuse(members: list[Operation]) -> Operation:
     if role is not None:
         fused.attributes[attrs.ROLE] = role
     return fused
-

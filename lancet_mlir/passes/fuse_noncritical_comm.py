@@ -64,7 +64,9 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
             plan = plan_noncritical_fusion(problem, comp, comm, hooks.fused_time, hooks.compatible)
             if not plan.groups:
                 continue
-            fused, old_index = contract(problem, plan.groups, [hooks.fused_time(g) for g in plan.groups])
+            fused, old_index = contract(
+                problem, plan.groups, [hooks.fused_time(g) for g in plan.groups]
+            )
             new_index = {old: k for k, old in enumerate(old_index)}
             order = block_order(
                 fused,

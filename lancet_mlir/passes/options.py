@@ -18,7 +18,11 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.exceptions import PassFailedException
 
-_KIND_NAMES = {int: ("an integer", "integers"), float: ("a number", "numbers"), str: ("a string", "strings")}
+_KIND_NAMES = {
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    str: ("a string", "strings"),
+}
 
 
 def _scalar_types(hint: Any) -> tuple[tuple[type, ...], bool]:
@@ -36,7 +40,11 @@ def _scalar_types(hint: Any) -> tuple[tuple[type, ...], bool]:
 
 def _expected(kinds: tuple[type, ...], many: bool) -> str:
     """'an integer', 'a number' (int or float), 'a comma-separated list of strings', ..."""
-    names = [_KIND_NAMES.get(k, (k.__name__, k.__name__)) for k in kinds if k is not int or float not in kinds]
+    names = [
+        _KIND_NAMES.get(k, (k.__name__, k.__name__))
+        for k in kinds
+        if k is not int or float not in kinds
+    ]
     if many:
         return "a comma-separated list of " + " or ".join(n[1] for n in names)
     return " or ".join(n[0] for n in names)
@@ -44,6 +52,7 @@ def _expected(kinds: tuple[type, ...], many: bool) -> str:
 
 def _show(values: Any) -> str:
     """A value as the user typed it in the pipeline."""
+
     def one(v: Any) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"

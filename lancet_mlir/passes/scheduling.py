@@ -43,15 +43,15 @@ def simulated_makespan(problem: Problem, order: Sequence[int], options: SimOptio
     ).makespan_us
 
 
-def never_worse(
-    problem: Problem, candidate: Sequence[int], options: SimOptions
-) -> list[int]:
+def never_worse(problem: Problem, candidate: Sequence[int], options: SimOptions) -> list[int]:
     """`candidate` if it simulates strictly faster than the input (node) order, else the
     input order."""
     identity = list(range(len(problem)))
     if list(candidate) == identity:
         return identity
-    if simulated_makespan(problem, candidate, options) < simulated_makespan(problem, identity, options):
+    if simulated_makespan(problem, candidate, options) < simulated_makespan(
+        problem, identity, options
+    ):
         return list(candidate)
     return identity
 

@@ -36,8 +36,13 @@ from lancet_mlir.support.errors import ParameterError, UserError
 
 __all__ = [
     "BlockResult",
-    "GraphCostModel", "SimBlock", "SimulatePass", "annotate_module", "simulate_graph",
-    "simulate_module", "simulated_blocks",
+    "GraphCostModel",
+    "SimBlock",
+    "SimulatePass",
+    "annotate_module",
+    "simulate_graph",
+    "simulate_module",
+    "simulated_blocks",
 ]
 
 
@@ -123,8 +128,9 @@ class SimulatePass(CostOptions, CheckedOptions, ModulePass):
         for line in window_warnings(request, results, self.PARAMETER_NAMES):
             sys.stderr.write(f"{self.WARNING_PREFIX}: warning: {line}\n")
         try:
-            write_outputs(op, results, cost_model, options, request, self.costing_spec(),
-                          self.WARNING_PREFIX)
+            write_outputs(
+                op, results, cost_model, options, request, self.costing_spec(), self.WARNING_PREFIX
+            )
         except ParameterError as exc:
             raise self.failure(exc) from None
 

@@ -91,7 +91,11 @@ class CompareResult:
     @property
     def reordered_sums(self) -> bool:
         """These runs differ, but the f64 runs agree: rounding of sums in another order."""
-        return not self.within_tolerance and self.rounding is not None and self.rounding.within_tolerance
+        return (
+            not self.within_tolerance
+            and self.rounding is not None
+            and self.rounding.within_tolerance
+        )
 
     @property
     def ok(self) -> bool:
@@ -126,7 +130,12 @@ class CompareResult:
 
 
 def diff_arrays(
-    a: np.ndarray, b: np.ndarray, *, rank: int, index: int, rtol: float | None = None,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    rank: int,
+    index: int,
+    rtol: float | None = None,
     atol: float | None = None,
 ) -> OutputDiff:
     """Compare output `index` of rank `rank`: `a` from the first run, `b` from the second
@@ -239,7 +248,9 @@ def compare_modules(
         ma, mb = promoted_module(ma), promoted_module(mb)
         if inputs is not None:
             inputs = {r: [_widen(x) for x in xs] for r, xs in inputs.items()}
-    check_same_signature(ma, mb, func, (_label(a, "the first module"), _label(b, "the second module")))
+    check_same_signature(
+        ma, mb, func, (_label(a, "the first module"), _label(b, "the second module"))
+    )
     if inputs is None and comm is None:
         # draw the inputs once for both runs (and replicated ones once for all ranks)
         check_world_size(ma, ranks)

@@ -47,7 +47,6 @@ Progress = Callable[[int, int, str], None]
 """A progress callback: (ops done, ops in total, the op just run)."""
 
 
-
 class Collectives(Protocol):
     """How collectives run: over simulated ranks in this process, or over MPI."""
 
@@ -62,7 +61,9 @@ class Collectives(Protocol):
         """Set up before the run (e.g. create sub-communicators)."""
         ...
 
-    def run(self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    def run(
+        self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]
+    ) -> list[list[np.ndarray]]:
         """Results of `op` for every local rank, from every local rank's operands."""
         ...
 
@@ -87,7 +88,9 @@ class SimulatedCollectives:
         for op in ops:
             collectives.resolve_groups(op, self.world_size)
 
-    def run(self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    def run(
+        self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]
+    ) -> list[list[np.ndarray]]:
         """The op's results on every rank."""
         return collectives.simulate(op, per_rank, self.world_size)
 
@@ -133,8 +136,7 @@ def select_function(module: ModuleOp, name: str | None = None) -> FuncOp:
     public = [
         f
         for f in funcs
-        if not f.is_declaration
-        and (f.sym_visibility is None or f.sym_visibility.data == "public")
+        if not f.is_declaration and (f.sym_visibility is None or f.sym_visibility.data == "public")
     ]
     if not public:
         raise UserError("the module has no public function with a body to run")
@@ -146,8 +148,11 @@ def check_world_size(module: ModuleOp, ranks: int, how: str | None = None) -> No
     `how` None (simulated ranks) an OptionError naming the parameter `ranks`."""
     declared = module_world_size(module)
     if declared is not None and declared != ranks and how is None:
-        raise OptionError("ranks", f"runs {ranks} rank{'s' if ranks != 1 else ''}, but the module declares "
-                                    f"{attrs.WORLD_SIZE} = {declared}")
+        raise OptionError(
+            "ranks",
+            f"runs {ranks} rank{'s' if ranks != 1 else ''}, but the module declares "
+            f"{attrs.WORLD_SIZE} = {declared}",
+        )
     if declared is not None and declared != ranks:
         raise UserError(
             f"the module declares {attrs.WORLD_SIZE} = {declared} but {how} gives {ranks} "
@@ -186,14 +191,16 @@ def function_inputs(
 
 
 def all_rank_inputs(
-    func: FuncOp, ranks: Sequence[int], *, seed: int,
+    func: FuncOp,
+    ranks: Sequence[int],
+    *,
+    seed: int,
     given: Mapping[int, Sequence[np.ndarray]] | None = None,
 ) -> dict[int, list[np.ndarray]]:
     """Argument values of every rank in `ranks` (replicated arguments are drawn once)."""
     cache: dict[int, np.ndarray] = {}
     return {
-        r: function_inputs(func, seed=seed, rank=r, given=given, replica_cache=cache)
-        for r in ranks
+        r: function_inputs(func, seed=seed, rank=r, given=given, replica_cache=cache) for r in ranks
     }
 
 
@@ -309,7 +316,9 @@ class ReferenceExecutor:
         return f"{op_label(op)} on rank {self.comm.local_ranks[k]}"
 
 
-def _lookup(env: dict[SSAValue, list[np.ndarray]], value: SSAValue, op: Operation) -> list[np.ndarray]:
+def _lookup(
+    env: dict[SSAValue, list[np.ndarray]], value: SSAValue, op: Operation
+) -> list[np.ndarray]:
     try:
         return env[value]
     except KeyError:

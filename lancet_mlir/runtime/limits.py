@@ -25,8 +25,9 @@ def check_simulated_ranks(ranks: int) -> None:
     """UserError when `ranks` simulated ranks are more than one process should run."""
     if ranks > MAX_SIMULATED_RANKS:
         raise OptionError(
-            "ranks", f"at most {MAX_SIMULATED_RANKS} ranks can be simulated in one process, got "
-            f"{ranks} (each runs every op in turn); run more under mpiexec"
+            "ranks",
+            f"at most {MAX_SIMULATED_RANKS} ranks can be simulated in one process, got "
+            f"{ranks} (each runs every op in turn); run more under mpiexec",
         )
 
 

@@ -106,7 +106,9 @@ class MpiCollectives:
         return self._subcomms[groups]
 
     # ---- running ------------------------------------------------------------------------------
-    def run(self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    def run(
+        self, op: CollectiveOp, per_rank: Sequence[Sequence[np.ndarray]]
+    ) -> list[list[np.ndarray]]:
         """Results of `op` for this rank (`per_rank` holds this rank's operands only)."""
         (inputs,) = per_rank
         gc, me = self.group_comm(op)

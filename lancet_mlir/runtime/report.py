@@ -85,6 +85,13 @@ def _table(rows: list[OutputDiff]):  # noqa: ANN202 - rich.table.Table, imported
     for d in rows:
         shape = "x".join(map(str, d.shape)) or "scalar"
         ok = "yes" if d.ok else ("NO " + d.note).strip()
-        table.add_row(str(d.rank), str(d.index), shape, d.dtype, f"{d.max_abs_err:.3g}",
-                      f"{d.max_rel_err:.3g}", ok)
+        table.add_row(
+            str(d.rank),
+            str(d.index),
+            shape,
+            d.dtype,
+            f"{d.max_abs_err:.3g}",
+            f"{d.max_rel_err:.3g}",
+            ok,
+        )
     return table

@@ -82,5 +82,7 @@ def print_summary(result: ExecResult, seed: int, stream: IO[str] | None = None) 
         for i, value in enumerate(result.outputs[rank]):
             total, abs_total = checksum(value)
             shape = "x".join(map(str, value.shape)) or "scalar"
-            table.add_row(str(rank), str(i), shape, str(value.dtype), f"{total:.6g}", f"{abs_total:.6g}")
+            table.add_row(
+                str(rank), str(i), shape, str(value.dtype), f"{total:.6g}", f"{abs_total:.6g}"
+            )
     console.print(table)

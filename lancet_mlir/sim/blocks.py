@@ -127,14 +127,19 @@ def simulated_blocks(module: ModuleOp) -> list[SimBlock]:
         fname = func.sym_name.data if func is not None else None
         if parent not in op_label:
             outer = parent.parent_block()
-            base = labels.get(outer, f"@{fname}" if fname is not None else "<module>") \
-                if outer is not None else "<module>"
+            base = (
+                labels.get(outer, f"@{fname}" if fname is not None else "<module>")
+                if outer is not None
+                else "<module>"
+            )
             k = op_count.get(outer, 0) if outer is not None else 0
             if outer is not None:
                 op_count[outer] = k + 1
             op_label[parent] = f"{base}/{op_display_name(parent)}#{k}"
         blocks = [b for r in parent.regions for b in r.blocks]
-        label = op_label[parent] if len(blocks) == 1 else f"{op_label[parent]}:{blocks.index(block)}"
+        label = (
+            op_label[parent] if len(blocks) == 1 else f"{op_label[parent]}:{blocks.index(block)}"
+        )
         labels[block] = label
         out.append(SimBlock(block, label, fname, False))
     return out

@@ -65,7 +65,10 @@ from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 # ---- input checks ----------------------------------------------------------------------------
 def _check_inputs(
-    graph: Graph, durations: Sequence[float], num_comm_streams: int, overlap_slowdown: float,
+    graph: Graph,
+    durations: Sequence[float],
+    num_comm_streams: int,
+    overlap_slowdown: float,
     launch_overhead_us: float = 0.0,
 ) -> int:
     n = len(graph.preds)
@@ -114,8 +117,9 @@ def evaluate_fixed_order(
     seq = list(range(n)) if order is None else _check_order(order, n)
     if overlap_slowdown == 1.0:
         return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us)
-    return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown,
-                               launch_overhead_us)
+    return _fixed_order_events(
+        graph, durations, seq, num_comm_streams, overlap_slowdown, launch_overhead_us
+    )
 
 
 def _fixed_order_plain(
@@ -166,8 +170,15 @@ class _Engine:
     unfinished producers, and the resulting timeline.
     """
 
-    def __init__(self, graph: Graph, durations: Sequence[float], k: int, f: float,
-                 overhead: float = 0.0, launch_at: list[float] | None = None):
+    def __init__(
+        self,
+        graph: Graph,
+        durations: Sequence[float],
+        k: int,
+        f: float,
+        overhead: float = 0.0,
+        launch_at: list[float] | None = None,
+    ):
         n = len(graph.preds)
         self.overhead = overhead
         self.launch_at = launch_at
@@ -206,7 +217,9 @@ class _Engine:
         """Whether node `i`'s host launch has ended (else a timer event is set for it)."""
         if not self.overhead:
             return True
-        ready = self.launch_at[i] if self.launch_at is not None else (self.next_seq + 1) * self.overhead
+        ready = (
+            self.launch_at[i] if self.launch_at is not None else (self.next_seq + 1) * self.overhead
+        )
         if ready <= self.t:
             return True
         heapq.heappush(self.timers, ready)
@@ -292,7 +305,14 @@ class _Engine:
             )
         makespan = max(self.end, default=0.0)
         return Timeline(
-            self.start, self.end, self.stream, self.seq, self.chains, makespan, self.k, self.f,
+            self.start,
+            self.end,
+            self.stream,
+            self.seq,
+            self.chains,
+            makespan,
+            self.k,
+            self.f,
             self.graph.preds,
         )
 
@@ -368,8 +388,13 @@ class _FixedOrderPolicy:
             self.next_comm += 1
         for s in range(1, e.k + 1):
             i = assigned[s]
-            if i >= 0 and not e.comm_busy[s] and e.stream[i] < 0 and e.waiting[i] == 0 \
-                    and e.launched(i):
+            if (
+                i >= 0
+                and not e.comm_busy[s]
+                and e.stream[i] < 0
+                and e.waiting[i] == 0
+                and e.launched(i)
+            ):
                 e.launch(i, s)
 
     def _empty_stream(self, e: _Engine) -> int:
@@ -381,7 +406,11 @@ class _FixedOrderPolicy:
 
 
 def _fixed_order_events(
-    graph: Graph, durations: Sequence[float], order: list[int], k: int, f: float,
+    graph: Graph,
+    durations: Sequence[float],
+    order: list[int],
+    k: int,
+    f: float,
     overhead: float = 0.0,
 ) -> Timeline:
     launch_at = None
@@ -439,7 +468,9 @@ def weight_update_first(graph: Graph) -> list[int]:
     """Ops that consume an allreduce result (Lancet's `IsWeightUpdateFirstOp`, §1.4)."""
     kinds = graph.comm_kind
     return [
-        i for i, ps in enumerate(graph.preds) if any(kinds[p] == CollectiveKind.ALLREDUCE for p in ps)
+        i
+        for i, ps in enumerate(graph.preds)
+        if any(kinds[p] == CollectiveKind.ALLREDUCE for p in ps)
     ]
 
 

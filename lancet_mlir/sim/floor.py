@@ -96,11 +96,15 @@ def exposed_comm_floor(
     unhideable = [c for c in comms if not free[c]]
     alone = _unhideable_bound(unhideable, anc, durations, num_comm_streams)
     if num_comm_streams > 1:
-        return ExposedFloor(alone, unhideable, alone, {c: durations[c] for c in unhideable}, [], False)
+        return ExposedFloor(
+            alone, unhideable, alone, {c: durations[c] for c in unhideable}, [], False
+        )
     chains = separated_chains(comms, graph.comm_kind, anc, desc, work)
     uncovered = _overlap_capacity(comms, free, chains, work, durations, overlap_slowdown, max_edges)
     if uncovered is None:
-        return ExposedFloor(alone, unhideable, alone, {c: durations[c] for c in unhideable}, chains, False)
+        return ExposedFloor(
+            alone, unhideable, alone, {c: durations[c] for c in unhideable}, chains, False
+        )
     floor = max(sum(uncovered.values()), alone)
     return ExposedFloor(floor, unhideable, alone, uncovered, chains, True)
 

@@ -138,9 +138,7 @@ def _bounds(blocks: Sequence[GanttBlock], window: Window | None) -> tuple[float,
     return start, end
 
 
-def gantt_figure(
-    blocks: Sequence[GanttBlock], title: str, window: Window | None = None
-) -> Figure:
+def gantt_figure(blocks: Sequence[GanttBlock], title: str, window: Window | None = None) -> Figure:
     """A figure with one row per stream of every block, on one time axis."""
     plt = _pyplot()
     rows = sum(b.timeline.num_comm_streams + 1 for b in blocks)
@@ -240,7 +238,9 @@ def _draw_row(
         start, end = max(tl.start[i], t0), min(tl.end[i], t1)
         if end <= start:
             continue
-        spans.setdefault(block.categories[i], []).append(((start - t0) / scale, (end - start) / scale))
+        spans.setdefault(block.categories[i], []).append(
+            ((start - t0) / scale, (end - start) / scale)
+        )
         if end - start >= LABEL_FRACTION * (t1 - t0):
             long_ops.append((start, end, i))
     shown = sum(len(v) for v in spans.values())

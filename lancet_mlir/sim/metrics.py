@@ -10,9 +10,7 @@ from lancet_mlir.graph.core import Graph, topological_order
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 
-def critical_path(
-    graph: Graph, durations: Sequence[float], timeline: Timeline
-) -> list[int]:
+def critical_path(graph: Graph, durations: Sequence[float], timeline: Timeline) -> list[int]:
     """Longest path over data and stream-order edges, in execution order.
 
     Node weights are the simulated durations `end - start` (equal to `durations` unless an
@@ -72,9 +70,7 @@ def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]
     return merged
 
 
-def _intersection_measure(
-    xs: list[tuple[float, float]], ys: list[tuple[float, float]]
-) -> float:
+def _intersection_measure(xs: list[tuple[float, float]], ys: list[tuple[float, float]]) -> float:
     total, i, j = 0.0, 0, 0
     while i < len(xs) and j < len(ys):
         lo = max(xs[i][0], ys[j][0])
@@ -88,10 +84,10 @@ def _intersection_measure(
     return total
 
 
-def _stream_unions(timeline: Timeline) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    comp = _union(
-        (timeline.start[i], timeline.end[i]) for i in timeline.chains[COMPUTE_STREAM]
-    )
+def _stream_unions(
+    timeline: Timeline,
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    comp = _union((timeline.start[i], timeline.end[i]) for i in timeline.chains[COMPUTE_STREAM])
     comm = _union(
         (timeline.start[i], timeline.end[i])
         for s in range(1, timeline.num_comm_streams + 1)
@@ -121,9 +117,7 @@ def longest_data_path_us(graph: Graph, durations: Sequence[float]) -> float:
     return max(finish, default=0.0)
 
 
-def lower_bound_us(
-    graph: Graph, durations: Sequence[float], num_comm_streams: int = 1
-) -> float:
+def lower_bound_us(graph: Graph, durations: Sequence[float], num_comm_streams: int = 1) -> float:
     """max(total compute, total comm / k, longest data path): no schedule is faster."""
     compute = float(sum(d for d, c in zip(durations, graph.is_comm, strict=True) if not c))
     comm = float(sum(d for d, c in zip(durations, graph.is_comm, strict=True) if c))

@@ -41,9 +41,13 @@ class SimOptions:
                 f"{self.num_comm_streams} (real jobs use a handful; Lancet uses 1)"
             )
         if not (math.isfinite(self.overlap_slowdown) and self.overlap_slowdown >= 1.0):
-            raise ValueError(f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}")
+            raise ValueError(
+                f"overlap slowdown must be finite and >= 1.0, got {self.overlap_slowdown}"
+            )
         if not (math.isfinite(self.launch_overhead_us) and self.launch_overhead_us >= 0.0):
-            raise ValueError(f"launch overhead must be finite and >= 0, got {self.launch_overhead_us}")
+            raise ValueError(
+                f"launch overhead must be finite and >= 0, got {self.launch_overhead_us}"
+            )
 
 
 def resolve_sim_options(
@@ -79,17 +83,28 @@ def _module_sim_options(module: Operation) -> SimOptions:
         num = streams.value.data
     factor = None
     if slowdown is not None:
-        value = float(slowdown.value.data) if isinstance(slowdown, IntegerAttr | FloatAttr) else math.nan
+        value = (
+            float(slowdown.value.data)
+            if isinstance(slowdown, IntegerAttr | FloatAttr)
+            else math.nan
+        )
         if not (math.isfinite(value) and value >= 1.0):
-            raise UserError(f"{attrs.OVERLAP_SLOWDOWN}: expected a finite number >= 1.0, got {slowdown}")
+            raise UserError(
+                f"{attrs.OVERLAP_SLOWDOWN}: expected a finite number >= 1.0, got {slowdown}"
+            )
         factor = value
     overhead_attr = module.attributes.get(attrs.LAUNCH_OVERHEAD_US)
     overhead = None
     if overhead_attr is not None:
-        value = (float(overhead_attr.value.data) if isinstance(overhead_attr, IntegerAttr | FloatAttr)
-                 else math.nan)
+        value = (
+            float(overhead_attr.value.data)
+            if isinstance(overhead_attr, IntegerAttr | FloatAttr)
+            else math.nan
+        )
         if not (math.isfinite(value) and value >= 0.0):
-            raise UserError(f"{attrs.LAUNCH_OVERHEAD_US}: expected a finite number >= 0, got {overhead_attr}")
+            raise UserError(
+                f"{attrs.LAUNCH_OVERHEAD_US}: expected a finite number >= 0, got {overhead_attr}"
+            )
         overhead = value
     try:
         return resolve_sim_options(num, factor, launch_overhead_us=overhead)

@@ -211,11 +211,19 @@ def timeline_trace(results: Sequence[BlockResult], cost_model: CostModel) -> dic
     from lancet_mlir.cost.time_source import time_source
     from lancet_mlir.sim.trace import chrome_trace, merge_traces
 
-    return merge_traces([
-        chrome_trace(r.graph, r.durations, r.timeline, pid=k, process_name=runs_label(r),
-                     sources=[time_source(cost_model, op) for op in r.graph.ops])
-        for k, r in enumerate(results)
-    ])
+    return merge_traces(
+        [
+            chrome_trace(
+                r.graph,
+                r.durations,
+                r.timeline,
+                pid=k,
+                process_name=runs_label(r),
+                sources=[time_source(cost_model, op) for op in r.graph.ops],
+            )
+            for k, r in enumerate(results)
+        ]
+    )
 
 
 def _shipped_table(cost_model: CostModel) -> list[str]:
@@ -260,8 +268,14 @@ def how_costed(
 
 
 _TOTAL_KEYS = (
-    "makespan_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_us", "lower_bound_us",
-    "num_ops", "num_collectives",
+    "makespan_us",
+    "compute_us",
+    "comm_us",
+    "exposed_comm_us",
+    "overlap_us",
+    "lower_bound_us",
+    "num_ops",
+    "num_collectives",
 )
 
 
@@ -295,13 +309,18 @@ def build_report(
         "overlap_slowdown": sim.overlap_slowdown,
     }
     report["functions"] = [
-        {"name": r.function, "label": r.label, **r.summary.as_dict(),
-         "exposed_comm_floor_us": None if f is None else float(f)}
+        {
+            "name": r.function,
+            "label": r.label,
+            **r.summary.as_dict(),
+            "exposed_comm_floor_us": None if f is None else float(f),
+        }
         for r, f in zip(top, floors, strict=True)
     ]
     report["nested_blocks"] = [
         {"label": r.label, **r.summary.as_dict(), **_in_parent(r)}
-        for r in results if not r.top_level
+        for r in results
+        if not r.top_level
     ]
     report["cost_model"] = {"notes": [*notes, *(n for r in results for n in r.notes)]}
     report["pipeline"] = run.pipeline
@@ -389,8 +408,23 @@ def runs_label(result: BlockResult) -> str:
 
 
 __all__ = [
-    "PARAMETERS", "PICTURE_FORMATS", "Invocation", "OutputRequest",
-    "build_report", "check_output_request", "compare_picture", "current_invocation",
-    "gantt_blocks", "gantt_picture", "how_costed", "invocation", "picture_format",
-    "runs_label", "same_target", "shown_blocks", "timeline_trace", "window_warnings", "write_outputs",
+    "PARAMETERS",
+    "PICTURE_FORMATS",
+    "Invocation",
+    "OutputRequest",
+    "build_report",
+    "check_output_request",
+    "compare_picture",
+    "current_invocation",
+    "gantt_blocks",
+    "gantt_picture",
+    "how_costed",
+    "invocation",
+    "picture_format",
+    "runs_label",
+    "same_target",
+    "shown_blocks",
+    "timeline_trace",
+    "window_warnings",
+    "write_outputs",
 ]

@@ -164,7 +164,8 @@ def hlo_while_trips(op: Operation) -> int | None:
         return None
     compare = ops[-1].operands[0].owner if ops[-1].operands else None
     if not isinstance(compare, Operation) or op_display_name(compare) not in (
-        "stablehlo.compare", "mhlo.compare"
+        "stablehlo.compare",
+        "mhlo.compare",
     ):
         return None
     if _direction(compare) != "LT" or len(compare.operands) != 2:

@@ -223,8 +223,10 @@ def replay(
     if done != n_nodes:
         stuck = next(i for i in range(n_nodes) if indeg[i] > 0)
         if stuck >= total:
-            raise ValueError(f"collective rendezvous {stuck - total} never completes: the ranks "
-                             "issue their collectives in different orders (a cycle)")
+            raise ValueError(
+                f"collective rendezvous {stuck - total} never completes: the ranks "
+                "issue their collectives in different orders (a cycle)"
+            )
         r, i = owner[stuck]
         nc = len(ranks[r].calls)
         what = f"host call {i}" if i < nc else f"GPU op {i - nc} ({ranks[r].ops[i - nc].name})"

@@ -32,9 +32,7 @@ def op_names(graph: Graph) -> list[str]:
     """Display names per node: op name plus first result name, or "op <i>" without IR."""
     ops = getattr(graph, "ops", None)
     if ops is None:
-        return [
-            f"{'comm' if c else 'op'} {i}" for i, c in enumerate(graph.is_comm)
-        ]
+        return [f"{'comm' if c else 'op'} {i}" for i, c in enumerate(graph.is_comm)]
     names = []
     for op in ops:
         name = op_display_name(op)
@@ -74,12 +72,26 @@ def chrome_trace(
     events: list[dict] = []
     if process_name is not None:
         events.append(_meta("process_name", pid, 0, process_name))
-        events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-                       "args": {"sort_index": pid}})
+        events.append(
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": 0,
+                "args": {"sort_index": pid},
+            }
+        )
     for s in range(timeline.num_comm_streams + 1):
         events.append(_meta("thread_name", pid, s, stream_name(s)))
-        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": s,
-                       "args": {"sort_index": s}})
+        events.append(
+            {
+                "name": "thread_sort_index",
+                "ph": "M",
+                "pid": pid,
+                "tid": s,
+                "args": {"sort_index": s},
+            }
+        )
     for i in timeline.order:
         if durations[i] <= 0:
             continue
@@ -94,16 +106,18 @@ def chrome_trace(
                 args["filled_bytes"] = payload[i] * fill
         if sources is not None:
             args["time_source"] = sources[i]
-        events.append({
-            "name": labels[i],
-            "cat": "comm" if graph.is_comm[i] else "compute",
-            "ph": "X",
-            "pid": pid,
-            "tid": timeline.stream[i],
-            "ts": timeline.start[i],
-            "dur": timeline.end[i] - timeline.start[i],
-            "args": args,
-        })
+        events.append(
+            {
+                "name": labels[i],
+                "cat": "comm" if graph.is_comm[i] else "compute",
+                "ph": "X",
+                "pid": pid,
+                "tid": timeline.stream[i],
+                "ts": timeline.start[i],
+                "dur": timeline.end[i] - timeline.start[i],
+                "args": args,
+            }
+        )
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 

@@ -91,7 +91,7 @@ class OutputSet:
                 try:
                     _publish(staged)
                 except BaseException:
-                    for rest in order[k + 1:]:
+                    for rest in order[k + 1 :]:
                         _remove(rest.tmp)
                     raise
         finally:

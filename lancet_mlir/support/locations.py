@@ -172,11 +172,11 @@ def _without_op_name(op: Operation, message: str) -> str:
     head, sep, rest = message.partition(": ")
     for prefix in prefixes:
         if message.startswith(prefix):
-            return message[len(prefix):]
+            return message[len(prefix) :]
     if sep and " " not in head:  # a pass name
         for prefix in prefixes:
             if rest.startswith(prefix):
-                return f"{head}: {rest[len(prefix):]}"
+                return f"{head}: {rest[len(prefix) :]}"
     return message
 
 

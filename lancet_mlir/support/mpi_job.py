@@ -86,12 +86,19 @@ def agree_on_setup(setup: Callable[[], T], fingerprint: Callable[[T], str]) -> T
         raise SystemExit(0 if state[1] == "0" else 1)
     if "exit" in kinds:
         other = next(r for r, (kind, _) in enumerate(states) if kind == "exit")
-        raise agreed_failure(rank, other, "stopped after printing help or version; "
-                                          "every rank must be given the same command line")
+        raise agreed_failure(
+            rank,
+            other,
+            "stopped after printing help or version; "
+            "every rank must be given the same command line",
+        )
     for other, (_, digest) in enumerate(states):
         if digest != states[0][1]:
-            raise agreed_failure(rank, other, "options differ from rank 0's; every rank must "
-                                              "be given the same command line")
+            raise agreed_failure(
+                rank,
+                other,
+                "options differ from rank 0's; every rank must be given the same command line",
+            )
     return value
 
 

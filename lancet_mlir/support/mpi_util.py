@@ -31,5 +31,3 @@ def mpiexec_argv(n: int) -> list[str]:
     if n < 1:
         raise UserError(f"number of MPI ranks must be >= 1, got {n}")
     return [find_mpiexec(), "-n", str(n)]
-
-

@@ -89,7 +89,16 @@ def positive_float(text: str) -> float:
     return value
 
 
-_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+}
 
 
 def byte_size(text: str) -> int:
@@ -101,5 +110,7 @@ def byte_size(text: str) -> int:
     except ValueError:
         number = math.nan
     if unit not in _UNITS or not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"expected a byte count such as 1048576 or 16MiB, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a byte count such as 1048576 or 16MiB, got {text!r}"
+        )
     return int(number * _UNITS[unit])

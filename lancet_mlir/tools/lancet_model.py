@@ -43,21 +43,38 @@ def _build_parser() -> argparse.ArgumentParser:
     g.add_argument("--heads", type=positive_int, default=d.heads, help="attention heads")
     g.add_argument("--seq", type=positive_int, default=d.seq, help="sequence length")
     g.add_argument("--batch", type=positive_int, default=d.batch, help="micro-batch per rank")
-    g.add_argument("--world-size", type=positive_int, default=d.world_size,
-                   help="ranks (expert-parallel group)")
-    g.add_argument("--experts-per-rank", type=positive_int, default=d.experts_per_rank,
-                   help="experts each rank holds")
+    g.add_argument(
+        "--world-size",
+        type=positive_int,
+        default=d.world_size,
+        help="ranks (expert-parallel group)",
+    )
+    g.add_argument(
+        "--experts-per-rank",
+        type=positive_int,
+        default=d.experts_per_rank,
+        help="experts each rank holds",
+    )
     g.add_argument("--gate", choices=GATES, default=d.gate, help="MoE gate")
     g.add_argument("--moe-every", type=int, default=d.moe_every,
                    help="layer i is MoE iff i %% k == k-1 (0: no MoE layer)")  # fmt: skip
-    g.add_argument("--capacity-factor", type=float, default=d.capacity_factor,
-                   help="GShard capacity C = ceil(factor * k * tokens / experts)")
+    g.add_argument(
+        "--capacity-factor",
+        type=float,
+        default=d.capacity_factor,
+        help="GShard capacity C = ceil(factor * k * tokens / experts)",
+    )
     g.add_argument("--vocab", type=positive_int, default=d.vocab, help="vocabulary size")
     g.add_argument("--dtype", choices=DTYPES, default=d.dtype, help="element type")
-    g.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
-                   help="optimizer step after the backward pass")
-    g.add_argument("--ffn-mult", type=positive_int, default=d.ffn_mult,
-                   help="FFN width = mult x hidden")
+    g.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default=d.optimizer,
+        help="optimizer step after the backward pass",
+    )
+    g.add_argument(
+        "--ffn-mult", type=positive_int, default=d.ffn_mult, help="FFN width = mult x hidden"
+    )
     g.add_argument("-o", "--output", help="output file (default: stdout)")
     p = sub.add_parser("preset", help="one of Lancet's paper configurations")
     p.add_argument("name", help="preset name (see `lancet-model list`)")

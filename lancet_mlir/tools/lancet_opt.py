@@ -75,7 +75,9 @@ PIPELINE_ALIASES: dict[str, str] = {
 class LancetOptMain(xDSLOptMain):
     """xDSLOptMain with lancet-mlir registered, cost-model options and safe output."""
 
-    version_format = f"lancet-opt (lancet-mlir {lancet_mlir_version()}) built on xdsl {{xdsl_version}}"
+    version_format = (
+        f"lancet-opt (lancet-mlir {lancet_mlir_version()}) built on xdsl {{xdsl_version}}"
+    )
 
     def __init__(self, args: Sequence[str] | None = None):
         self._pending_output: io.StringIO | None = None
@@ -127,8 +129,11 @@ class LancetOptMain(xDSLOptMain):
                 help=f"run '{pipeline}' (before any -p passes)",
             )
         opt_outputs.register_arguments(group)
-        group.add_argument("--verbose", action="store_true",
-                           help="print one line per optimization stage (makespan, exposed communication) on stderr")
+        group.add_argument(
+            "--verbose",
+            action="store_true",
+            help="print one line per optimization stage (makespan, exposed communication) on stderr",
+        )
         show_defaults(arg_parser)
 
     # ---- pipeline ------------------------------------------------------------------------------
@@ -208,8 +213,10 @@ class LancetOptMain(xDSLOptMain):
         return self._pending_output
 
     def run(self) -> None:
-        with _stage_logging(getattr(self.args, "verbose", False)), \
-                OutputSet([self.args.input_file] if self.args.input_file else []) as outputs:
+        with (
+            _stage_logging(getattr(self.args, "verbose", False)),
+            OutputSet([self.args.input_file] if self.args.input_file else []) as outputs,
+        ):
             if getattr(self.args, "mpi", False):
                 from lancet_mlir.runtime.mpi_opt import run_on_rank0_and_broadcast
 
@@ -329,7 +336,9 @@ def main(args: Sequence[str] | None = None) -> None:
         from lancet_mlir.support.mpi_job import agree_on_setup, args_fingerprint
 
         # under mpiexec every rank checks its command line before any rank communicates
-        driver = agree_on_setup(lambda: LancetOptMain(args=args), lambda d: args_fingerprint(d.args))
+        driver = agree_on_setup(
+            lambda: LancetOptMain(args=args), lambda d: args_fingerprint(d.args)
+        )
         try:
             driver.run()
         except (ParseError, OSError):

@@ -46,60 +46,119 @@ STARTED = time.monotonic()
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = ArgumentParser(prog=TOOL, description="Measure, convert and inspect lancet-mlir profiles.")
+    parser = ArgumentParser(
+        prog=TOOL, description="Measure, convert and inspect lancet-mlir profiles."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     p = sub.add_parser("measure", help="measure every op of a module (numpy or CUDA back-end)")
     p.add_argument("module", metavar="module.mlir", help="module to measure ('-' reads stdin)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="profile JSON to write (default: stdout); '{rank}' in it: under mpiexec "
-                   "every rank writes its own, unaveraged profile")
-    p.add_argument("--warmup", type=non_negative_int, default=5,
-                   help="unmeasured warm-up runs per op (default 5)")
-    p.add_argument("--iters", type=positive_int, default=20,
-                   help="measured runs per op (default 20)")
-    p.add_argument("--seed", type=non_negative_int, default=0,
-                   help="seed of the random inputs (default 0)")
-    p.add_argument("--world-size", type=positive_int, default=None, metavar="N",
-                   help="override the module's lancet.world_size")
-    p.add_argument("--rounds", type=positive_int, default=3,
-                   help="split the timed runs into rounds over all keys; the rounds give the "
-                   "run-to-run spread")
-    p.add_argument("--max-seconds", type=positive_float, default=None, metavar="S",
-                   help="time budget of the whole command, warm-ups included: every key is timed "
-                   "once, then rounds run while time is left; keys not reached are reported")
-    p.add_argument("--max-memory", type=byte_size, default=None, metavar="SIZE",
-                   help="skip (and report) the op keys whose estimated peak memory is above SIZE "
-                   "(e.g. 3GiB); without it a key that does not fit in the free memory is refused")
-    p.add_argument("--allow-unregistered-dialect", action="store_true",
-                   help="accept ops no dialect defines (they are not measured, and listed)")
-    p.add_argument("--threads", type=non_negative_int, default=1, metavar="N",
-                   help="BLAS threads during measurement (threadpoolctl); 0 leaves them alone")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="profile JSON to write (default: stdout); '{rank}' in it: under mpiexec "
+        "every rank writes its own, unaveraged profile",
+    )
+    p.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        default=5,
+        help="unmeasured warm-up runs per op (default 5)",
+    )
+    p.add_argument(
+        "--iters", type=positive_int, default=20, help="measured runs per op (default 20)"
+    )
+    p.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)"
+    )
+    p.add_argument(
+        "--world-size",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="override the module's lancet.world_size",
+    )
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="split the timed runs into rounds over all keys; the rounds give the "
+        "run-to-run spread",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="time budget of the whole command, warm-ups included: every key is timed "
+        "once, then rounds run while time is left; keys not reached are reported",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="skip (and report) the op keys whose estimated peak memory is above SIZE "
+        "(e.g. 3GiB); without it a key that does not fit in the free memory is refused",
+    )
+    p.add_argument(
+        "--allow-unregistered-dialect",
+        action="store_true",
+        help="accept ops no dialect defines (they are not measured, and listed)",
+    )
+    p.add_argument(
+        "--threads",
+        type=non_negative_int,
+        default=1,
+        metavar="N",
+        help="BLAS threads during measurement (threadpoolctl); 0 leaves them alone",
+    )
 
     p = sub.add_parser("sync", help="average profiles over MPI ranks (run under mpiexec)")
     p.add_argument("input", help="this rank's profile; '{rank}' is replaced by the rank")
-    p.add_argument("-o", "--output", required=True,
-                   help="output profile; with '{rank}' every rank writes one, else rank 0 writes")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output profile; with '{rank}' every rank writes one, else rank 0 writes",
+    )
 
     p = sub.add_parser("from-nccl-tests", help="comm table CSV from nccl-tests output")
     p.add_argument("logs", nargs="+", metavar="LOG")
     p.add_argument("-o", "--output", default=None, help="CSV to write (default: stdout)")
     p.add_argument("--kind", default=None, help="collective kind (default: from the log)")
-    p.add_argument("--group-size", type=positive_int, default=None,
-                   help="ranks per collective (default: from the log's '#  Rank' lines)")
+    p.add_argument(
+        "--group-size",
+        type=positive_int,
+        default=None,
+        help="ranks per collective (default: from the log's '#  Rank' lines)",
+    )
 
-    p = sub.add_parser("from-kineto", help="profile JSON of the ATen ops of PyTorch profiler traces")
+    p = sub.add_parser(
+        "from-kineto", help="profile JSON of the ATen ops of PyTorch profiler traces"
+    )
     p.add_argument("traces", nargs="+", metavar="TRACE", help="Kineto trace(s), .json or .json.gz")
-    p.add_argument("--step", type=non_negative_int, default=None, metavar="N",
-                   help="ProfilerStep#N (default: the last step)")
+    p.add_argument(
+        "--step",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="ProfilerStep#N (default: the last step)",
+    )
     p.add_argument("-o", "--output", default=None, help="profile JSON to write (default: stdout)")
 
     p = sub.add_parser("from-lancet", help="profile JSON from Lancet's binary .profile")
     p.add_argument("input", metavar="FILE.profile")
     p.add_argument("-o", "--output", default=None, help="JSON to write (default: stdout)")
-    p.add_argument("--device", default=None, type=non_empty,
-                   help=f"device to record in the metadata, one of: {_devices()}")
+    p.add_argument(
+        "--device",
+        default=None,
+        type=non_empty,
+        help=f"device to record in the metadata, one of: {_devices()}",
+    )
 
     p = sub.add_parser("from-lancet-csv", help="comm table CSV from a Lancet supplement CSV")
     p.add_argument("input", metavar="FILE.csv")
@@ -119,18 +178,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a profile, comm table or matmul table as a table")
     p.add_argument("input", metavar="FILE")
-    p.add_argument("--sort", choices=("key", "mean"), default="key",
-                   help="profile entry order (default: key)")
+    p.add_argument(
+        "--sort", choices=("key", "mean"), default="key", help="profile entry order (default: key)"
+    )
     p.add_argument("--limit", type=positive_int, default=None, help="show at most N rows")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--device", default=None, type=non_empty,
-                       help=f"for an XLA perf table: the device whose rows to show, one of: {_devices()}")
-    group.add_argument("--gpu", default=None,
-                       help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)")
+    group.add_argument(
+        "--device",
+        default=None,
+        type=non_empty,
+        help=f"for an XLA perf table: the device whose rows to show, one of: {_devices()}",
+    )
+    group.add_argument(
+        "--gpu", default=None, help="for an XLA perf table: the XLA gpu column value (e.g. sm_90)"
+    )
 
     p = sub.add_parser("collective", help="what the cost model charges for one collective")
     p.add_argument("kind", help="allreduce, allgather, reduce_scatter, all_to_all (or aliases)")
-    p.add_argument("size", type=byte_size, help="payload bytes (nccl-tests convention): 1048576, 64KiB, 16MiB, 1GiB")
+    p.add_argument(
+        "size",
+        type=byte_size,
+        help="payload bytes (nccl-tests convention): 1048576, 64KiB, 16MiB, 1GiB",
+    )
     p.add_argument("--ranks", type=positive_int, required=True, help="ranks in the group")
     _cost_options(p)
 
@@ -148,9 +217,12 @@ def _devices() -> str:
 
 def _gpu_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--device", default=None, type=non_empty,
-                       help=f"device name, one of: {_devices()}")
-    group.add_argument("--gpu", default=None, type=non_empty, help="XLA gpu column value (e.g. sm_90)")
+    group.add_argument(
+        "--device", default=None, type=non_empty, help=f"device name, one of: {_devices()}"
+    )
+    group.add_argument(
+        "--gpu", default=None, type=non_empty, help="XLA gpu column value (e.g. sm_90)"
+    )
 
 
 def _cost_options(p: argparse.ArgumentParser) -> None:
@@ -158,15 +230,34 @@ def _cost_options(p: argparse.ArgumentParser) -> None:
     from lancet_mlir.cost.clusters import cluster_names
     from lancet_mlir.cost.devices import device_names
 
-    p.add_argument("--device", default=None, type=non_empty,
-                   help=f"GPU: {', '.join(device_names())} (default: the cluster's, else h100)")
+    p.add_argument(
+        "--device",
+        default=None,
+        type=non_empty,
+        help=f"GPU: {', '.join(device_names())} (default: the cluster's, else h100)",
+    )
     p.add_argument("--cluster", default=None, help=f"cluster preset: {', '.join(cluster_names())}")
-    p.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
-                   help="GPUs per NVLink domain (default: the cluster's / device's)")
-    p.add_argument("--network-gbps", type=positive_float, default=None, metavar="F",
-                   help="inter-node Gb/s per GPU (default: the cluster's / device's)")
-    p.add_argument("--comm-table", action="append", default=[], metavar="FILE",
-                   help="measured collective times (repeatable)")
+    p.add_argument(
+        "--gpus-per-node",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="GPUs per NVLink domain (default: the cluster's / device's)",
+    )
+    p.add_argument(
+        "--network-gbps",
+        type=positive_float,
+        default=None,
+        metavar="F",
+        help="inter-node Gb/s per GPU (default: the cluster's / device's)",
+    )
+    p.add_argument(
+        "--comm-table",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="measured collective times (repeatable)",
+    )
 
 
 def _xla_gpu(args: argparse.Namespace) -> str:
@@ -205,7 +296,11 @@ def _check_paths(args: argparse.Namespace) -> None:
     from lancet_mlir.support.files import check_output_folder, declare_inputs
 
     inputs = [getattr(args, name, None) for name in ("module", "input")]
-    inputs += [*getattr(args, "logs", []), *getattr(args, "inputs", []), *getattr(args, "traces", [])]
+    inputs += [
+        *getattr(args, "logs", []),
+        *getattr(args, "inputs", []),
+        *getattr(args, "traces", []),
+    ]
     inputs = [p for p in inputs if p]
     declare_inputs(*inputs)
     output = getattr(args, "output", None)
@@ -286,8 +381,9 @@ def cmd_from_nccl_tests(args: argparse.Namespace) -> int:
     for log in args.logs:
         table.extend(parse_nccl_tests(read_text(log), log, args.kind, args.group_size))
     sources = ", ".join(args.logs)
-    _emit(table_csv_text(table, (f"from nccl-tests output: {sources} (in-place times)",)),
-          args.output)
+    _emit(
+        table_csv_text(table, (f"from nccl-tests output: {sources} (in-place times)",)), args.output
+    )
     return 0
 
 
@@ -296,7 +392,12 @@ def cmd_from_kineto(args: argparse.Namespace) -> int:
     from lancet_mlir.importers.traces import load_steps
     from lancet_mlir.importers.traces.profile import profile_from_steps
 
-    _emit(profile_from_steps(load_steps(args.traces, args.step, tool="lancet-profile")).to_json_text(), args.output)
+    _emit(
+        profile_from_steps(
+            load_steps(args.traces, args.step, tool="lancet-profile")
+        ).to_json_text(),
+        args.output,
+    )
     return 0
 
 
@@ -468,18 +569,26 @@ def cmd_collective(args: argparse.Namespace) -> int:
 
     kind = canonical_kind(args.kind)
     if kind is None:
-        raise UserError(f"unknown collective kind {args.kind!r} "
-                        "(choices: allreduce, allgather, reduce_scatter, all_to_all)")
-    config = CostConfig(comm_tables=tuple(args.comm_table), device=args.device,
-                        cluster=args.cluster, gpus_per_node=args.gpus_per_node,
-                        network_gbps=args.network_gbps)
+        raise UserError(
+            f"unknown collective kind {args.kind!r} "
+            "(choices: allreduce, allgather, reduce_scatter, all_to_all)"
+        )
+    config = CostConfig(
+        comm_tables=tuple(args.comm_table),
+        device=args.device,
+        cluster=args.cluster,
+        gpus_per_node=args.gpus_per_node,
+        network_gbps=args.network_gbps,
+    )
     hw = config.hardware()
     model = CostModel.from_config(config)
     time_us = model.comm.time_us(kind, args.size, args.ranks)
     where = f"{hw.cluster}: " if hw.cluster else ""
-    print(f"{kind} of {args.size} bytes over {args.ranks} ranks on {where}{hw.device.name}, "
-          f"{hw.internode.gpus_per_node} GPUs per node, {hw.internode.gbps_per_gpu:g} Gb/s per GPU: "
-          f"{time_us:.3f} us")
+    print(
+        f"{kind} of {args.size} bytes over {args.ranks} ranks on {where}{hw.device.name}, "
+        f"{hw.internode.gpus_per_node} GPUs per node, {hw.internode.gbps_per_gpu:g} Gb/s per GPU: "
+        f"{time_us:.3f} us"
+    )
     for note in model.notes:
         print(f"note: {note}")
     return 0

@@ -39,28 +39,70 @@ def build_parser() -> argparse.ArgumentParser:
         prog=TOOL, description="Execute a lancet-mlir module with numpy (optionally on MPI)."
     )
     p.add_argument("module", nargs="?", help="MLIR file to run ('-' reads stdin)")
-    p.add_argument("--func", default=None, metavar="NAME",
-                   help="function to run (default: the only/first public one)")
-    p.add_argument("--ranks", type=positive_int, default=None, metavar="N",
-                   help="simulate N ranks in this process (default 1; under mpiexec: the MPI size)")
-    p.add_argument("--seed", type=non_negative_int, default=0,
-                   help="seed of the deterministic inputs (default 0)")
-    p.add_argument("--inputs", default=None, metavar="IN.npz",
-                   help="argument values instead of random ones (keys rank<r>/<arg index>)")
-    p.add_argument("--save", default=None, metavar="OUT.npz",
-                   help="write every rank's results (keys rank<r>/<result index>)")
-    p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
-                   help="run two modules on the same inputs and compare their outputs")
-    p.add_argument("--rtol", type=non_negative_float, default=None,
-                   help="relative tolerance of --compare (default by dtype: f64 1e-9, f32 1e-4, "
-                   "f16 1e-2; integers exact)")
-    p.add_argument("--atol", type=non_negative_float, default=None,
-                   help="absolute tolerance of --compare (default by dtype: f64 1e-12, f32 1e-5, "
-                   "f16 1e-3; integers exact)")
-    p.add_argument("--promote", choices=("f64",), default=None,
-                   help="--compare: run both modules with every float type widened to f64")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="--compare: print every rank x result row, not only the summary")
+    p.add_argument(
+        "--func",
+        default=None,
+        metavar="NAME",
+        help="function to run (default: the only/first public one)",
+    )
+    p.add_argument(
+        "--ranks",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="simulate N ranks in this process (default 1; under mpiexec: the MPI size)",
+    )
+    p.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the deterministic inputs (default 0)",
+    )
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="IN.npz",
+        help="argument values instead of random ones (keys rank<r>/<arg index>)",
+    )
+    p.add_argument(
+        "--save",
+        default=None,
+        metavar="OUT.npz",
+        help="write every rank's results (keys rank<r>/<result index>)",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        default=None,
+        metavar=("A", "B"),
+        help="run two modules on the same inputs and compare their outputs",
+    )
+    p.add_argument(
+        "--rtol",
+        type=non_negative_float,
+        default=None,
+        help="relative tolerance of --compare (default by dtype: f64 1e-9, f32 1e-4, "
+        "f16 1e-2; integers exact)",
+    )
+    p.add_argument(
+        "--atol",
+        type=non_negative_float,
+        default=None,
+        help="absolute tolerance of --compare (default by dtype: f64 1e-12, f32 1e-5, "
+        "f16 1e-3; integers exact)",
+    )
+    p.add_argument(
+        "--promote",
+        choices=("f64",),
+        default=None,
+        help="--compare: run both modules with every float type widened to f64",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="--compare: print every rank x result row, not only the summary",
+    )
     return p
 
 
@@ -156,8 +198,9 @@ def _fits(check: Any) -> bool:
     return True
 
 
-def _check_compare_memory(modules: list[Any], args: argparse.Namespace, ranks: int,
-                          widen: int = 1) -> None:
+def _check_compare_memory(
+    modules: list[Any], args: argparse.Namespace, ranks: int, widen: int = 1
+) -> None:
     """Refuse before allocating when the two runs of --compare together cannot fit (the
     first run's outputs are held while the second runs); `widen` 2: in f64."""
     from lancet_mlir.runtime.executor import select_function
@@ -165,7 +208,9 @@ def _check_compare_memory(modules: list[Any], args: argparse.Namespace, ranks: i
 
     funcs = [select_function(m, args.func) for m in modules]
     needed = sum(run_bytes(f, ranks) for f in funcs) * widen
-    names = " and ".join(f"@{f.sym_name.data} of {p}" for f, p in zip(funcs, args.compare, strict=True))
+    names = " and ".join(
+        f"@{f.sym_name.data} of {p}" for f, p in zip(funcs, args.compare, strict=True)
+    )
     check_memory(needed, f"comparing {names} on {ranks} rank(s){' in f64' if widen > 1 else ''}")
 
 
@@ -196,8 +241,10 @@ def _report_compare(result: Any, args: argparse.Namespace) -> int:
     if floats and result.rounding is None and not result.promoted:
         # a pass that reorders a sum (partitioning, fusion) changes float results by a
         # rounding error: in f64 that error is ~1e-15, a real bug is not
-        what += ("; all of them floats: if only the order of sums differs, the modules agree "
-                 "in f64 (--promote f64)")
+        what += (
+            "; all of them floats: if only the order of sums differs, the modules agree "
+            "in f64 (--promote f64)"
+        )
     raise UserError(what)
 
 
@@ -233,13 +280,23 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
     if args.compare is not None:
         from lancet_mlir.runtime.compare import compare_modules
 
-        result = compare_modules(modules.loaded[0], modules.loaded[1], seed=args.seed,
-                                 rtol=args.rtol, atol=args.atol, func=args.func,
-                                 inputs=inputs, comm=coll, promote=args.promote)
+        result = compare_modules(
+            modules.loaded[0],
+            modules.loaded[1],
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            func=args.func,
+            inputs=inputs,
+            comm=coll,
+            promote=args.promote,
+        )
         merged = _gather_compare(result, comm)
         return rank0_then_broadcast(comm, lambda: _report_compare(merged, args))
-    res = gather_results(execute(modules.loaded[0].module, seed=args.seed, func=args.func,
-                                 inputs=inputs, comm=coll), comm)
+    res = gather_results(
+        execute(modules.loaded[0].module, seed=args.seed, func=args.func, inputs=inputs, comm=coll),
+        comm,
+    )
 
     def write() -> int:
         if args.save is not None:
@@ -251,8 +308,9 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
     return rank0_then_broadcast(comm, write)
 
 
-def _agree_on_memory(args: argparse.Namespace, paths: list[str], modules: list[Any],
-                     comm: Any) -> None:
+def _agree_on_memory(
+    args: argparse.Namespace, paths: list[str], modules: list[Any], comm: Any
+) -> None:
     """Every rank checks that the ranks sharing its machine fit in memory, then they agree."""
     import os
 

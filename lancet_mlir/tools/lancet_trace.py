@@ -31,41 +31,89 @@ TOOL = "lancet-trace"
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = ArgumentParser(prog=TOOL, description="Import, replay and question real profiler traces.")
+    parser = ArgumentParser(
+        prog=TOOL, description="Import, replay and question real profiler traces."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("traces", nargs="+", metavar="TRACE",
-                       help="Kineto trace(s) (.json / .json.gz), one per rank")
-        p.add_argument("--step", type=non_negative_int, default=None, metavar="N",
-                       help="replay ProfilerStep#N (default: the last step)")
-        p.add_argument("--et", action="append", default=[], metavar="ET.json",
-                       help="PyTorch execution trace of a TRACE (repeat, in TRACE order): adds "
-                       "tensor data dependencies")
+        p.add_argument(
+            "traces",
+            nargs="+",
+            metavar="TRACE",
+            help="Kineto trace(s) (.json / .json.gz), one per rank",
+        )
+        p.add_argument(
+            "--step",
+            type=non_negative_int,
+            default=None,
+            metavar="N",
+            help="replay ProfilerStep#N (default: the last step)",
+        )
+        p.add_argument(
+            "--et",
+            action="append",
+            default=[],
+            metavar="ET.json",
+            help="PyTorch execution trace of a TRACE (repeat, in TRACE order): adds "
+            "tensor data dependencies",
+        )
 
     p = sub.add_parser("import", help="write the step as MLIR (one op per GPU activity)")
     common(p)
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="MLIR to write (default: stdout)")
+    p.add_argument(
+        "-o", "--output", default=None, metavar="FILE", help="MLIR to write (default: stdout)"
+    )
 
-    for name, text in (("replay", "replay the step from durations and dependencies, vs measured"),
-                       ("whatif", "replay with changed network, compute or launch costs")):
+    for name, text in (
+        ("replay", "replay the step from durations and dependencies, vs measured"),
+        ("whatif", "replay with changed network, compute or launch costs"),
+    ):
         p = sub.add_parser(name, help=text)
         common(p)
-        p.add_argument("--report", default=None, metavar="FILE",
-                       help="JSON report to write ('-': stdout)")
-        p.add_argument("--costs", choices=("measured", "model"), default="measured",
-                       help="op durations: as measured, or our cost model's estimates")
-        p.add_argument("--device", default=None, metavar="NAME",
-                       help="device preset for the cost model (default: from deviceProperties)")
+        p.add_argument(
+            "--report", default=None, metavar="FILE", help="JSON report to write ('-': stdout)"
+        )
+        p.add_argument(
+            "--costs",
+            choices=("measured", "model"),
+            default="measured",
+            help="op durations: as measured, or our cost model's estimates",
+        )
+        p.add_argument(
+            "--device",
+            default=None,
+            metavar="NAME",
+            help="device preset for the cost model (default: from deviceProperties)",
+        )
         if name == "whatif":
-            p.add_argument("--network-scale", type=positive_float, default=1.0, metavar="F",
-                           help="scale the collectives' wire time (not the waiting for peers)")
-            p.add_argument("--compute-scale", type=positive_float, default=1.0, metavar="F",
-                           help="scale every non-NCCL GPU op's duration")
-            p.add_argument("--launch-overhead-us", type=non_negative_float, default=None, metavar="US",
-                           help="each launch call's host time (0: free launches, the CUDA-graphs case)")
-            p.add_argument("--pipeline", default=None, metavar="P",
-                           help="a lancet-opt pipeline to run on the step (needs data dependencies)")
+            p.add_argument(
+                "--network-scale",
+                type=positive_float,
+                default=1.0,
+                metavar="F",
+                help="scale the collectives' wire time (not the waiting for peers)",
+            )
+            p.add_argument(
+                "--compute-scale",
+                type=positive_float,
+                default=1.0,
+                metavar="F",
+                help="scale every non-NCCL GPU op's duration",
+            )
+            p.add_argument(
+                "--launch-overhead-us",
+                type=non_negative_float,
+                default=None,
+                metavar="US",
+                help="each launch call's host time (0: free launches, the CUDA-graphs case)",
+            )
+            p.add_argument(
+                "--pipeline",
+                default=None,
+                metavar="P",
+                help="a lancet-opt pipeline to run on the step (needs data dependencies)",
+            )
     return parser
 
 
@@ -82,7 +130,10 @@ def _check_paths(args: argparse.Namespace) -> None:
     from lancet_mlir.support.files import check_output_folder, declare_inputs
 
     declare_inputs(*args.traces, *args.et)
-    for flag, out in (("-o", getattr(args, "output", None)), ("--report", getattr(args, "report", None))):
+    for flag, out in (
+        ("-o", getattr(args, "output", None)),
+        ("--report", getattr(args, "report", None)),
+    ):
         if out is not None and out != "-":
             check_output_folder(out, flag, list(args.traces))
 
@@ -111,16 +162,23 @@ def _report(args: argparse.Namespace) -> dict:
     from lancet_mlir.importers.traces.report import WhatIf, replay_steps
 
     steps = load_steps(args.traces, args.step, args.et)
-    what = WhatIf(getattr(args, "network_scale", 1.0), getattr(args, "compute_scale", 1.0),
-                  getattr(args, "launch_overhead_us", None))
+    what = WhatIf(
+        getattr(args, "network_scale", 1.0),
+        getattr(args, "compute_scale", 1.0),
+        getattr(args, "launch_overhead_us", None),
+    )
     if getattr(args, "pipeline", None):
         if all(st.data_deps == 0 for st in steps):
-            raise UserError("--pipeline: the trace gives stream order only, no data dependencies "
-                            "(a PyTorch execution trace or a Chakra trace would): reordering is refused; "
-                            "order-preserving what-ifs (--network-scale, --compute-scale, "
-                            "--launch-overhead-us) still work")
+            raise UserError(
+                "--pipeline: the trace gives stream order only, no data dependencies "
+                "(a PyTorch execution trace or a Chakra trace would): reordering is refused; "
+                "order-preserving what-ifs (--network-scale, --compute-scale, "
+                "--launch-overhead-us) still work"
+            )
         if len(steps) > 1:
-            raise UserError("--pipeline: give one rank's trace (a pipeline rewrites one rank's step)")
+            raise UserError(
+                "--pipeline: give one rank's trace (a pipeline rewrites one rank's step)"
+            )
     comm_time, device = comm_time_fn(steps, args.device)
     durations = None
     fidelity = None
@@ -162,33 +220,45 @@ def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> d
     pipeline.apply(Context(allow_unregistered=True), module)
     after = makespan()
     base = report.get("replayed_period_us") or report["predicted_period_us"]
-    return {"spec": spec, "simulated_before_us": round(before, 3), "simulated_after_us": round(after, 3),
-            "saved_us": round(before - after, 3), "predicted_period_us": round(base - (before - after), 3),
-            "replayed_period_us": base}
+    return {
+        "spec": spec,
+        "simulated_before_us": round(before, 3),
+        "simulated_after_us": round(after, 3),
+        "saved_us": round(before - after, 3),
+        "predicted_period_us": round(base - (before - after), 3),
+        "replayed_period_us": base,
+    }
 
 
 def _summary(report: dict) -> str:
     lines = []
     for r in report.get("ranks", [report]):
         if r["measured_period_us"] is None:
-            lines.append(f"rank {r['rank']}: predicted {r['predicted_period_us']:.1f} us from durations and "
-                         f"dependencies (the trace has no measured times); {r['gpu_ops']} GPU ops")
+            lines.append(
+                f"rank {r['rank']}: predicted {r['predicted_period_us']:.1f} us from durations and "
+                f"dependencies (the trace has no measured times); {r['gpu_ops']} GPU ops"
+            )
             continue
         lines.append(
             f"rank {r['rank']} step {r['step']}: measured {r['measured_period_us']:.1f} us, "
             f"predicted {r['predicted_period_us']:.1f} us ({100 * r['period_error']:+.2f} %), "
             f"start error p50 {r['start_error_p50_us']:.1f} us, GPU-only {r['gpu_only_period_us']:.1f} us"
-            + (f"; flags: {', '.join(f.split(':')[0] for f in r['flags'])}" if r["flags"] else ""))
+            + (f"; flags: {', '.join(f.split(':')[0] for f in r['flags'])}" if r["flags"] else "")
+        )
     pipe = report.get("pipeline")
     if pipe:
-        lines.append(f"pipeline {pipe['spec']}: {pipe['simulated_before_us']:.1f} -> "
-                     f"{pipe['simulated_after_us']:.1f} us simulated, step {pipe['replayed_period_us']:.1f} -> "
-                     f"{pipe['predicted_period_us']:.1f} us")
+        lines.append(
+            f"pipeline {pipe['spec']}: {pipe['simulated_before_us']:.1f} -> "
+            f"{pipe['simulated_after_us']:.1f} us simulated, step {pipe['replayed_period_us']:.1f} -> "
+            f"{pipe['predicted_period_us']:.1f} us"
+        )
     coll = report.get("collectives")
     if coll:
-        lines.append(f"{coll['count']} collectives: wire {coll['wire_us_total']:.1f} us of "
-                     f"{coll['nccl_us_per_rank']:.1f} us NCCL time per rank; straggler rank "
-                     f"{coll['straggler_rank']}; end error p50 {coll['end_error_p50_us']} us")
+        lines.append(
+            f"{coll['count']} collectives: wire {coll['wire_us_total']:.1f} us of "
+            f"{coll['nccl_us_per_rank']:.1f} us NCCL time per rank; straggler rank "
+            f"{coll['straggler_rank']}; end error p50 {coll['end_error_p50_us']} us"
+        )
     return "\n".join(lines) + "\n"
 
 

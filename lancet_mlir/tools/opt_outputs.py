@@ -46,51 +46,122 @@ if TYPE_CHECKING:
 
 def register_arguments(group: argparse._ArgumentGroup) -> None:
     """Add the cost-model and output flags of lancet-opt."""
-    group.add_argument("--profile", action="append", default=[], metavar="FILE",
-                       help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable; "
-                       "sets lancet.profile")
-    group.add_argument("--comm-table", action="append", default=[], metavar="FILE",
-                       help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
-                       "collective perf table (docs/formats.md); repeatable; sets lancet.comm_table")
-    group.add_argument("--device", default=None, metavar="NAME", type=non_empty,
-                       help=f"GPU of every rank, one of: {', '.join(device_names())} (default: "
-                       "the cluster's, else h100); sets lancet.device")
-    group.add_argument("--cluster", default=None, metavar="NAME",
-                       help=f"cluster preset (device, GPUs per node, network), one of: "
-                       f"{', '.join(cluster_names())}; sets lancet.cluster")
-    group.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
-                       help="GPUs per NVLink domain (default: the cluster's / device's); "
-                       "sets lancet.gpus_per_node")
-    group.add_argument("--network-gbps", type=float, default=None, metavar="F",
-                       help="inter-node network Gb/s per GPU (default: the cluster's / device's); "
-                       "sets lancet.network_gbps")
-    group.add_argument("--world-size", type=positive_int, default=None, metavar="N",
-                       help="set the module's lancet.world_size")
-    group.add_argument("--overlap-slowdown", type=float, default=None, metavar="F",
-                       help="compute slowdown while communication runs (default 1.0); "
-                       "sets lancet.overlap_slowdown")
-    group.add_argument("--launch-overhead-us", type=float, default=None, metavar="US",
-                       help="host time per op launch: an op starts no earlier than launched "
-                       "(default 0: free launches); sets lancet.launch_overhead_us")
-    group.add_argument("--comm-streams", type=positive_int, default=None, metavar="N",
-                       help="communication streams of the simulator (default 1, as in Lancet); "
-                       "sets lancet.comm_streams")
-    group.add_argument("--timeline", default=None, metavar="FILE",
-                       help="write a Chrome/Perfetto trace of the simulated final schedule")
-    group.add_argument("--report", default=None, metavar="FILE",
-                       help="write a JSON report (makespan_us, compute_us, comm_us, exposed_comm_us, "
-                       "how it was costed, ...)")
-    group.add_argument("--gantt", default=None, metavar="FILE.png",
-                       help="draw the simulated timeline with matplotlib (ops coloured by kind); "
-                       ".png, .svg or .pdf by the suffix")
-    group.add_argument("--gantt-compare", default=None, metavar="FILE.png",
-                       help="draw the input's and the output's timelines on one time axis "
-                       "(.png, .svg or .pdf)")
-    group.add_argument("--gantt-window", default=None, metavar="START:END",
-                       help="zoom the Gantt pictures to a time range, e.g. 2ms:5ms or 300:900 "
-                       "(µs); either side may be empty")
-    group.add_argument("--mpi", action="store_true",
-                       help="under mpiexec: optimize on rank 0 and broadcast the result")
+    group.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="measured op timings (ProfileDB JSON or Lancet .profile); repeatable; "
+        "sets lancet.profile",
+    )
+    group.add_argument(
+        "--comm-table",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="measured collective times: lancet-mlir CSV, nccl-tests log or XLA "
+        "collective perf table (docs/formats.md); repeatable; sets lancet.comm_table",
+    )
+    group.add_argument(
+        "--device",
+        default=None,
+        metavar="NAME",
+        type=non_empty,
+        help=f"GPU of every rank, one of: {', '.join(device_names())} (default: "
+        "the cluster's, else h100); sets lancet.device",
+    )
+    group.add_argument(
+        "--cluster",
+        default=None,
+        metavar="NAME",
+        help=f"cluster preset (device, GPUs per node, network), one of: "
+        f"{', '.join(cluster_names())}; sets lancet.cluster",
+    )
+    group.add_argument(
+        "--gpus-per-node",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="GPUs per NVLink domain (default: the cluster's / device's); "
+        "sets lancet.gpus_per_node",
+    )
+    group.add_argument(
+        "--network-gbps",
+        type=float,
+        default=None,
+        metavar="F",
+        help="inter-node network Gb/s per GPU (default: the cluster's / device's); "
+        "sets lancet.network_gbps",
+    )
+    group.add_argument(
+        "--world-size",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="set the module's lancet.world_size",
+    )
+    group.add_argument(
+        "--overlap-slowdown",
+        type=float,
+        default=None,
+        metavar="F",
+        help="compute slowdown while communication runs (default 1.0); "
+        "sets lancet.overlap_slowdown",
+    )
+    group.add_argument(
+        "--launch-overhead-us",
+        type=float,
+        default=None,
+        metavar="US",
+        help="host time per op launch: an op starts no earlier than launched "
+        "(default 0: free launches); sets lancet.launch_overhead_us",
+    )
+    group.add_argument(
+        "--comm-streams",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="communication streams of the simulator (default 1, as in Lancet); "
+        "sets lancet.comm_streams",
+    )
+    group.add_argument(
+        "--timeline",
+        default=None,
+        metavar="FILE",
+        help="write a Chrome/Perfetto trace of the simulated final schedule",
+    )
+    group.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE",
+        help="write a JSON report (makespan_us, compute_us, comm_us, exposed_comm_us, "
+        "how it was costed, ...)",
+    )
+    group.add_argument(
+        "--gantt",
+        default=None,
+        metavar="FILE.png",
+        help="draw the simulated timeline with matplotlib (ops coloured by kind); "
+        ".png, .svg or .pdf by the suffix",
+    )
+    group.add_argument(
+        "--gantt-compare",
+        default=None,
+        metavar="FILE.png",
+        help="draw the input's and the output's timelines on one time axis (.png, .svg or .pdf)",
+    )
+    group.add_argument(
+        "--gantt-window",
+        default=None,
+        metavar="START:END",
+        help="zoom the Gantt pictures to a time range, e.g. 2ms:5ms or 300:900 "
+        "(µs); either side may be empty",
+    )
+    group.add_argument(
+        "--mpi",
+        action="store_true",
+        help="under mpiexec: optimize on rank 0 and broadcast the result",
+    )
 
 
 OUTPUT_FLAGS = ("output_file", "timeline", "report", "gantt", "gantt_compare")
@@ -170,16 +241,24 @@ def flag_attributes(args: argparse.Namespace) -> dict[str, Attribute]:
     for flag, name in (("profile", attrs.PROFILE), ("comm_table", attrs.COMM_TABLE)):
         files = [str(f) for f in getattr(args, flag, None) or []]
         if files:
-            out[name] = StringAttr(files[0]) if len(files) == 1 else ArrayAttr(
-                [StringAttr(f) for f in files])
-    for flag, name in (("world_size", attrs.WORLD_SIZE), ("gpus_per_node", attrs.GPUS_PER_NODE),
-                       ("comm_streams", attrs.COMM_STREAMS)):
+            out[name] = (
+                StringAttr(files[0])
+                if len(files) == 1
+                else ArrayAttr([StringAttr(f) for f in files])
+            )
+    for flag, name in (
+        ("world_size", attrs.WORLD_SIZE),
+        ("gpus_per_node", attrs.GPUS_PER_NODE),
+        ("comm_streams", attrs.COMM_STREAMS),
+    ):
         count = getattr(args, flag, None)
         if count is not None:
             out[name] = IntegerAttr(int(count), i64)
-    for flag, name in (("network_gbps", attrs.NETWORK_GBPS),
-                       ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN),
-                       ("launch_overhead_us", attrs.LAUNCH_OVERHEAD_US)):
+    for flag, name in (
+        ("network_gbps", attrs.NETWORK_GBPS),
+        ("overlap_slowdown", attrs.OVERLAP_SLOWDOWN),
+        ("launch_overhead_us", attrs.LAUNCH_OVERHEAD_US),
+    ):
         number = getattr(args, flag, None)
         if number is not None:
             out[name] = FloatAttr(float(number), Float64Type())

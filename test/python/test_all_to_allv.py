@@ -53,7 +53,9 @@ def random_exchange(rng: np.random.Generator, size: int, shape: tuple[int, ...],
 @settings(max_examples=40, deadline=None)
 @given(size=st.sampled_from([2, 3, 4]), r=st.sampled_from([1, 2]), seed=st.integers(0, 2**16),
        rest=st.lists(st.integers(1, 3), min_size=2, max_size=3))  # fmt: skip
-def test_in_process_equals_the_loop_reference(size: int, r: int, seed: int, rest: list[int]) -> None:
+def test_in_process_equals_the_loop_reference(
+    size: int, r: int, seed: int, rest: list[int]
+) -> None:
     datas, counts = random_exchange(np.random.default_rng(seed), size, tuple(rest), r)
     got_d, got_c = all_to_allv(datas, counts)
     ref_d, ref_c = loop_reference(datas, counts)

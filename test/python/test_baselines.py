@@ -30,9 +30,6 @@ SMALL = GPT2MoEConfig(layers=2, hidden=8, heads=2, seq=4, batch=2, world_size=2,
 WIDE = dataclasses.replace(SMALL, batch=4)
 
 
-
-
-
 def apply(pass_, cfg: GPT2MoEConfig):
     module = build_gpt2_moe(cfg)
     pass_.apply(Context(), module)

@@ -50,6 +50,10 @@ def test_bounded_evaluation_is_exact_or_provably_too_slow(case) -> None:
         assert full is None or full.makespan_us >= limit
     else:
         assert full is not None
-        assert (bounded.start, bounded.end, bounded.makespan_us) == (full.start, full.end, full.makespan_us)
+        assert (bounded.start, bounded.end, bounded.makespan_us) == (
+            full.start,
+            full.end,
+            full.makespan_us,
+        )
     if full is not None and full.makespan_us < limit:
         assert bounded is not None  # a result that can win is never dropped

@@ -171,11 +171,16 @@ def test_bad_flags_of_every_tool_give_one_line(tool: str) -> None:
     ("flags", "expected"),
     [
         (["--world-size", "0"], "lancet-opt: error: argument --world-size: must be >= 1, got 0"),
-        (["--overlap-slowdown", "abc"], "lancet-opt: error: argument --overlap-slowdown: invalid float value: 'abc'"),
+        (
+            ["--overlap-slowdown", "abc"],
+            "lancet-opt: error: argument --overlap-slowdown: invalid float value: 'abc'",
+        ),
         (["--no-such-flag"], "lancet-opt: error: unrecognized arguments: --no-such-flag"),
     ],
 )
-def test_lancet_opt_flag_errors_are_one_line(flags: list[str], expected: str, tmp_path: Path) -> None:
+def test_lancet_opt_flag_errors_are_one_line(
+    flags: list[str], expected: str, tmp_path: Path
+) -> None:
     src = tmp_path / "good.mlir"
     src.write_text(GOOD)
     res = run_tool(["lancet-opt", str(src), *flags])

@@ -207,7 +207,7 @@ def test_parameters_are_properties_not_attributes() -> None:
     x = '%x = "test.op"() : () -> tensor<4x8xf32>\n'
     for text in (
         x + '%y = "comp.scale"(%x) {alpha = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>',
-        x + '%y = comp.scale %x <{alpha = 2.0 : f64}> : (tensor<4x8xf32>) -> tensor<4x8xf32>',
+        x + "%y = comp.scale %x <{alpha = 2.0 : f64}> : (tensor<4x8xf32>) -> tensor<4x8xf32>",
         x + "%y = comp.scale %x {alpha = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>",
     ):
         module = parse(text)

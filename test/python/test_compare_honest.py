@@ -69,7 +69,9 @@ def test_reordered_sums_are_told_from_a_real_bug() -> None:
     assert result.reordered_sums
     assert result.ok
     # a different computation (x + y + z vs x + y + 2z) differs in f64 too
-    wrong = parse_module_text(_sum3("f32", True).replace("comp.add %a, %z", "comp.add %a, %a")).module
+    wrong = parse_module_text(
+        _sum3("f32", True).replace("comp.add %a, %z", "comp.add %a, %a")
+    ).module
     bug = diagnose(compare_modules(left, wrong), left, wrong)
     assert bug.rounding is not None
     assert not bug.rounding.within_tolerance
@@ -104,8 +106,9 @@ def test_the_run_memory_estimate_is_within_1_5x_of_the_peak() -> None:
     assert peak <= estimate <= 1.5 * peak  # was every result alive to the end: ~4x
 
 
-def test_compare_checks_both_runs_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_checks_both_runs_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from lancet_mlir.tools.lancet_run import main
 
     a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"

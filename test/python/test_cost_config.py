@@ -34,9 +34,20 @@ REPO = Path(__file__).resolve().parents[2]
 MOE_W4 = REPO / "test" / "data" / "runtime" / "moe_step_w4.mlir"
 
 # two nodes of two GPUs on the p3dn's network, two comm streams, some overlap slowdown
-FLAGS = ["--cluster", "p3dn", "--gpus-per-node", "2", "--comm-streams", "2", "--overlap-slowdown", "1.25"]
-ATTRS = ('lancet.cluster = "p3dn", lancet.gpus_per_node = 2 : i64, lancet.comm_streams = 2 : i64, '
-         "lancet.overlap_slowdown = 1.250000e+00 : f64")
+FLAGS = [
+    "--cluster",
+    "p3dn",
+    "--gpus-per-node",
+    "2",
+    "--comm-streams",
+    "2",
+    "--overlap-slowdown",
+    "1.25",
+]
+ATTRS = (
+    'lancet.cluster = "p3dn", lancet.gpus_per_node = 2 : i64, lancet.comm_streams = 2 : i64, '
+    "lancet.overlap_slowdown = 1.250000e+00 : f64"
+)
 OPTIONS = "cluster=p3dn gpus-per-node=2 comm-streams=2 overlap-slowdown=1.25"
 COSTING = ("dw-schedule", "fuse-noncritical-comm", "lancet-schedule", "moe-partition", "simulate")
 
@@ -78,7 +89,9 @@ def test_flags_attributes_and_options_give_identical_output(tmp_path: Path, pass
     assert _body(by_options) == _body(by_flags)
     # and the configuration matters: the default H100 costing gives other times
     if pass_name == "simulate":
-        assert _body(_opt("xdsl-opt", tmp_path, str(MOE_W4), "-p", spec.split("{")[0])) != _body(by_flags)
+        assert _body(_opt("xdsl-opt", tmp_path, str(MOE_W4), "-p", spec.split("{")[0])) != _body(
+            by_flags
+        )
 
 
 def test_lancet_opt_output_reruns_identically(tmp_path: Path) -> None:
@@ -114,7 +127,9 @@ def test_defaults_attributes_and_options() -> None:
     assert _config() == CostConfig()
     assert _config('lancet.device = "a100"') == CostConfig(device="a100")
     assert _config('lancet.device = "a100"', device="v100") == CostConfig(device="v100")
-    assert _config('lancet.cluster = "p3dn"', gpus_per_node=4) == CostConfig(cluster="p3dn", gpus_per_node=4)
+    assert _config('lancet.cluster = "p3dn"', gpus_per_node=4) == CostConfig(
+        cluster="p3dn", gpus_per_node=4
+    )
     assert _config("lancet.gpus_per_node = 4 : i64", gpus_per_node=2).gpus_per_node == 2
     assert _config("lancet.network_gbps = 25.0 : f64").network_gbps == 25.0
     assert _config('lancet.profile = ["a.json", "b.json"]').profiles == ("a.json", "b.json")
@@ -124,7 +139,9 @@ def test_defaults_attributes_and_options() -> None:
 
 def test_a_cluster_option_replaces_the_modules_hardware() -> None:
     # module h100 + option cluster p3dn: the p3dn's V100s on the p3dn's network
-    hw = _config('lancet.device = "h100", lancet.network_gbps = 100.0 : f64', cluster="p3dn").hardware()
+    hw = _config(
+        'lancet.device = "h100", lancet.network_gbps = 100.0 : f64', cluster="p3dn"
+    ).hardware()
     assert (hw.device.name, hw.cluster, hw.internode.gbps_per_gpu) == ("v100", "p3dn", 12.5)
     # module p3dn + option device h100: H100s on the p3dn's network
     hw = _config('lancet.cluster = "p3dn"', device="h100").hardware()
@@ -147,11 +164,14 @@ def test_profile_option_replaces_the_modules_profile(tmp_path: Path) -> None:
     for name, us in (("a.json", 7.0), ("b.json", 9.0)):
         ProfileDB({key: ProfileEntry(us)}, {"device": "h100"}).save(str(tmp_path / name))
     text = MODULE.format(attrs=f', lancet.profile = "{tmp_path / "a.json"}"').replace(
-        " {lancet.time_us = 3.0 : f64}", "")
+        " {lancet.time_us = 3.0 : f64}", ""
+    )
     module = parse(text)
     op = module.body.block.first_op.body.block.first_op
     assert SimulatePass().cost_model(module).op_time_us(op) == 7.0
-    assert SimulatePass(profile=(str(tmp_path / "b.json"),)).cost_model(module).op_time_us(op) == 9.0
+    assert (
+        SimulatePass(profile=(str(tmp_path / "b.json"),)).cost_model(module).op_time_us(op) == 9.0
+    )
 
 
 def test_passes_with_different_options_do_not_leak() -> None:
@@ -162,8 +182,12 @@ def test_passes_with_different_options_do_not_leak() -> None:
     assert to_text(run_pipeline(_module(), "simulate,simulate{cluster=p3dn}")) == p3dn
     assert p3dn != alone
     # the model each pass builds is its own: p3dn all-to-all at 16 ranks vs DGX H100
-    ends = [float(line.split("lancet.end_us = ")[1].split(" ")[0])
-            for text in (p3dn, alone) for line in text.splitlines() if "comm.all_to_all" in line]
+    ends = [
+        float(line.split("lancet.end_us = ")[1].split(" ")[0])
+        for text in (p3dn, alone)
+        for line in text.splitlines()
+        if "comm.all_to_all" in line
+    ]
     assert ends == pytest.approx([3.0 + 6730.8864, 3.0 + 224.7152])
 
 
@@ -197,20 +221,42 @@ def test_cluster_presets_are_consistent() -> None:
 @pytest.mark.parametrize(
     ("attrs", "spec", "message"),
     [
-        ('lancet.device = "nope"', "simulate",
-         "simulate: lancet.device: unknown device 'nope' (choices: v100, a100, h100"),
-        ("", "lancet-schedule{cluster=foo}",
-         "lancet-schedule: option cluster: unknown cluster 'foo' (choices: p3dn, p4de"),
+        (
+            'lancet.device = "nope"',
+            "simulate",
+            "simulate: lancet.device: unknown device 'nope' (choices: v100, a100, h100",
+        ),
+        (
+            "",
+            "lancet-schedule{cluster=foo}",
+            "lancet-schedule: option cluster: unknown cluster 'foo' (choices: p3dn, p4de",
+        ),
         ("", "simulate{device=k80}", "simulate: option device: unknown device 'k80'"),
-        ('lancet.cluster = 3 : i64', "simulate", 'simulate: lancet.cluster: expected a string, got 3 : i64'),
-        ("lancet.gpus_per_node = 0 : i64", "simulate",
-         "simulate: lancet.gpus_per_node: expected an integer >= 1, got 0 : i64"),
-        ("lancet.network_gbps = -1.0 : f64", "lancet-schedule",
-         "lancet-schedule: lancet.network_gbps: expected a finite number > 0"),
-        ("lancet.comm_streams = 0 : i64", "simulate",
-         "simulate: lancet.comm_streams: expected an integer >= 1, got 0 : i64"),
-        ("lancet.profile = 3 : i64", "simulate",
-         "simulate: lancet.profile: expected a file name or an array of file names"),
+        (
+            "lancet.cluster = 3 : i64",
+            "simulate",
+            "simulate: lancet.cluster: expected a string, got 3 : i64",
+        ),
+        (
+            "lancet.gpus_per_node = 0 : i64",
+            "simulate",
+            "simulate: lancet.gpus_per_node: expected an integer >= 1, got 0 : i64",
+        ),
+        (
+            "lancet.network_gbps = -1.0 : f64",
+            "lancet-schedule",
+            "lancet-schedule: lancet.network_gbps: expected a finite number > 0",
+        ),
+        (
+            "lancet.comm_streams = 0 : i64",
+            "simulate",
+            "simulate: lancet.comm_streams: expected an integer >= 1, got 0 : i64",
+        ),
+        (
+            "lancet.profile = 3 : i64",
+            "simulate",
+            "simulate: lancet.profile: expected a file name or an array of file names",
+        ),
         ("", "simulate{network-gbps=0}", "simulate: network-gbps must be > 0, got 0"),
         ("", "simulate{gpus-per-node=0}", "simulate: gpus-per-node must be >= 1, got 0"),
         ("", 'simulate{profile="missing.json"}', "simulate: missing.json: no such file"),
@@ -225,8 +271,11 @@ def test_bad_values_name_the_attribute_or_option(attrs: str, spec: str, message:
 
 def test_bad_world_size_is_one_line_naming_the_attribute(tmp_path: Path) -> None:
     path = tmp_path / "four.mlir"
-    path.write_text(MODULE.format(attrs="").replace("lancet.world_size = 16 : i64",
-                                                    'lancet.world_size = "four"'))
+    path.write_text(
+        MODULE.format(attrs="").replace(
+            "lancet.world_size = 16 : i64", 'lancet.world_size = "four"'
+        )
+    )
     run = run_tool(["lancet-opt", str(path), "-p", "lancet-schedule"])
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
@@ -243,7 +292,10 @@ def test_bad_flags_are_one_line() -> None:
         "dgx-h100, dgx-b200, gb200-nvl72)"
     ]
     run = run_tool(["lancet-opt", str(MOE_W4), "--network-gbps", "0"])
-    assert run.stderr.strip() == "lancet-opt: error: --network-gbps: must be a finite number > 0, got 0.0"
+    assert (
+        run.stderr.strip()
+        == "lancet-opt: error: --network-gbps: must be a finite number > 0, got 0.0"
+    )
 
 
 def test_python_api_rejects_bad_numbers() -> None:
@@ -265,14 +317,31 @@ def test_report_states_device_cluster_and_the_pass_options(tmp_path: Path) -> No
     assert data["num_comm_streams"] == 2
     assert data["costing"] == {
         "pass": "simulate{gpus-per-node=2 comm-streams=2}",  # field order, outputs left out
-        "device": "v100", "cluster": "p3dn", "gpus_per_node": 2, "network_gbps_per_gpu": 12.5,
-        "internode_latency_us": 20.0, "profiles": [], "comm_tables": [], "world_size": 4,
-        "num_comm_streams": 2, "overlap_slowdown": 1.0,
+        "device": "v100",
+        "cluster": "p3dn",
+        "gpus_per_node": 2,
+        "network_gbps_per_gpu": 12.5,
+        "internode_latency_us": 20.0,
+        "profiles": [],
+        "comm_tables": [],
+        "world_size": 4,
+        "num_comm_streams": 2,
+        "overlap_slowdown": 1.0,
     }
     # --report appends `simulate` costed by the module's attributes (the flags), not by an
     # earlier pass's own options (no guess of "the" costing pass)
-    run = run_tool(["lancet-opt", str(MOE_W4), "--cluster", "p3dn", "-p",
-                    "lancet-schedule{comm-streams=2 gpus-per-node=2}", "--report", str(report)])
+    run = run_tool(
+        [
+            "lancet-opt",
+            str(MOE_W4),
+            "--cluster",
+            "p3dn",
+            "-p",
+            "lancet-schedule{comm-streams=2 gpus-per-node=2}",
+            "--report",
+            str(report),
+        ]
+    )
     assert run.returncode == 0, run.stderr
     data = json.loads(report.read_text())
     assert (data["costing"]["pass"], data["costing"]["cluster"], data["costing"]["gpus_per_node"],
@@ -280,24 +349,54 @@ def test_report_states_device_cluster_and_the_pass_options(tmp_path: Path) -> No
     run = run_tool(["lancet-opt", str(MOE_W4), "--device", "a100", "--report", str(report)])
     data = json.loads(report.read_text())
     assert (data["costing"]["pass"], data["costing"]["device"], data["costing"]["cluster"]) == (
-        "simulate", "a100", None)
+        "simulate",
+        "a100",
+        None,
+    )
 
 
 def test_cost_options_is_the_one_mixin_of_costing_passes() -> None:
-    costing = sorted(name for name, load in get_all_passes().items() if issubclass(load(), CostOptions))
+    costing = sorted(
+        name for name, load in get_all_passes().items() if issubclass(load(), CostOptions)
+    )
     assert costing == sorted(COSTING)
 
 
 # ---- --cluster on the other tools ------------------------------------------------------------
 def test_lancet_profile_prices_one_collective_on_a_cluster() -> None:
-    run = run_tool(["lancet-profile", "collective", "all-to-all", "16MiB", "--ranks", "16",
-                    "--cluster", "p3dn"])
+    run = run_tool(
+        [
+            "lancet-profile",
+            "collective",
+            "all-to-all",
+            "16MiB",
+            "--ranks",
+            "16",
+            "--cluster",
+            "p3dn",
+        ]
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0] == (
         "all_to_all of 16777216 bytes over 16 ranks on p3dn: v100, 8 GPUs per node, "
-        "12.5 Gb/s per GPU: 6730.886 us")
-    run = run_tool(["lancet-profile", "collective", "all_to_all", "16MiB", "--ranks", "16",
-                    "--cluster", "p3dn", "--network-gbps", "100", "--gpus-per-node", "4"])
+        "12.5 Gb/s per GPU: 6730.886 us"
+    )
+    run = run_tool(
+        [
+            "lancet-profile",
+            "collective",
+            "all_to_all",
+            "16MiB",
+            "--ranks",
+            "16",
+            "--cluster",
+            "p3dn",
+            "--network-gbps",
+            "100",
+            "--gpus-per-node",
+            "4",
+        ]
+    )
     # 4 nodes of 4: each GPU sends 12/16 of 16 MiB off its node: 20 + 12582912 / 10000
     assert run.stdout.splitlines()[0].endswith("4 GPUs per node, 100 Gb/s per GPU: 1278.291 us")
 
@@ -312,5 +411,7 @@ def test_bench_runs_every_configuration_on_one_cluster() -> None:
     assert configs
     assert {(c.device, c.cluster) for c in configs} == {("v100", "p3dn")}
     assert all(c.name.endswith("_p3dn") for c in configs)
-    assert configs[0].cost_attributes() == {"lancet.device": StringAttr("v100"),
-                                            "lancet.cluster": StringAttr("p3dn")}
+    assert configs[0].cost_attributes() == {
+        "lancet.device": StringAttr("v100"),
+        "lancet.cluster": StringAttr("p3dn"),
+    }

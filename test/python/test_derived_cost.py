@@ -84,10 +84,12 @@ def test_parts_record_their_origin_and_share() -> None:
     assert len(gates) == 4
     # S = 2 x 8 = 16 tokens (capacity 2, 8 experts) in 4 parts: each routes a quarter
     assert {op_origin(op) for op in gates} == {
-        ("comp.moe_gate;T<16x8xf32>,|(T<16x8x2xf32>,T<16x8x2xf32>,)", 0.25)}
+        ("comp.moe_gate;T<16x8xf32>,|(T<16x8x2xf32>,T<16x8x2xf32>,)", 0.25)
+    }
     dispatch = [op for op in ops if op.name == "comp.moe_dispatch"]
     assert {op_origin(op) for op in dispatch} == {
-        ("comp.moe_dispatch;T<16x16xf32>,T<16x8x2xf32>,|T<8x2x16xf32>", 0.25)}
+        ("comp.moe_dispatch;T<16x16xf32>,T<16x8x2xf32>,|T<8x2x16xf32>", 0.25)
+    }
     # the expert FFN on the full window keeps the layer's key: nothing recorded, fill scales it
     filled = [op for op in ops if attrs.FILL in op.attributes]
     assert any(op.name == "comp.batch_matmul" for op in filled)
@@ -172,7 +174,9 @@ PASSES = [
 ]  # fmt: skip
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     spec=st.sampled_from(PASSES),
     costing=st.sampled_from(["roofline", "profile", "missing"]),

@@ -99,7 +99,7 @@ def doc_blocks(text: str) -> list[Block]:
                 raise AssertionError(f"line {j + 1}: malformed docs-test directive: {lines[j]}")
             j -= 1
         end = lines.index("```", k + 1)
-        block.text = "\n".join(lines[k + 1:end]) + "\n"
+        block.text = "\n".join(lines[k + 1 : end]) + "\n"
         blocks.append(block)
         k = end + 1
     return blocks
@@ -154,8 +154,9 @@ def test_doc_commands_run_as_written(doc: str, tmp_path: Path) -> None:
         run_block(block, work, env, doc)
 
 
-def run_block(block: Block, work: Path, env: dict[str, str], doc: str,
-              timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_block(
+    block: Block, work: Path, env: dict[str, str], doc: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run one block in `work` (its `before` commands first); assert it succeeded and printed
     what its `prints` directives say."""
     for command in block.before:
@@ -178,7 +179,7 @@ def run_block(block: Block, work: Path, env: dict[str, str], doc: str,
 def test_the_docs_step_file_is_the_one_passes_md_shows() -> None:
     text = (REPO / "docs" / "passes.md").read_text()
     start = text.index("```mlir\n", text.index("**Example** (`step.mlir`")) + len("```mlir\n")
-    shown = text[start:text.index("```", start)]
+    shown = text[start : text.index("```", start)]
     assert (REPO / "test" / "data" / "docs" / "step.mlir").read_text() == shown
 
 
@@ -196,7 +197,9 @@ def test_doc_commands_at_documented_size(doc: str, tmp_path: Path) -> None:
             subprocess.run(["bash", "-e", "-c", command], cwd=work, env=env, check=True)
         script = work / f"block_{block.line}.{'py' if block.lang == 'python' else 'sh'}"
         script.write_text(block.text)
-        runner = [str(BIN / "python")] if block.lang == "python" else ["bash", "-e", "-o", "pipefail"]
+        runner = (
+            [str(BIN / "python")] if block.lang == "python" else ["bash", "-e", "-o", "pipefail"]
+        )
         timing = work / f"block_{block.line}.time"
         wall_limit, mb_limit = block.limits
         res = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(timing), *runner, str(script)],
@@ -205,4 +208,6 @@ def test_doc_commands_at_documented_size(doc: str, tmp_path: Path) -> None:
         assert res.returncode == 0, f"{doc}:{block.line}: failed at full size\n{res.stderr[-2000:]}"
         wall, kb = timing.read_text().split()[-2:]
         assert float(wall) <= wall_limit, f"{doc}:{block.line}: {wall} s > {wall_limit} s"
-        assert float(kb) / 1024 <= mb_limit, f"{doc}:{block.line}: {float(kb) / 1024:.0f} MB > {mb_limit} MB"
+        assert float(kb) / 1024 <= mb_limit, (
+            f"{doc}:{block.line}: {float(kb) / 1024:.0f} MB > {mb_limit} MB"
+        )

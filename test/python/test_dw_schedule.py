@@ -72,7 +72,14 @@ def test_fill_gaps_largest_fitting_first() -> None:
     p = Problem.from_edges(
         [2, 1, 10, 1, 2, 3, 4, 6],
         [(0, 1), (0, 2), (2, 3)],
-        {1: "all_to_all", 3: "all_to_all", 4: "allreduce", 5: "allreduce", 6: "allreduce", 7: "allreduce"},
+        {
+            1: "all_to_all",
+            3: "all_to_all",
+            4: "allreduce",
+            5: "allreduce",
+            6: "allreduce",
+            7: "allreduce",
+        },
     )
     comm = fill_allreduce_gaps(p, [0, 2], [1, 3], [4, 5, 6, 7])
     # [0,2): f2; [3,12): f6 [3,9], then f3 [9,12]; f4 waits for A2
@@ -82,7 +89,9 @@ def test_fill_gaps_largest_fitting_first() -> None:
 def test_allreduces_without_all_to_all() -> None:
     # w0(4) -> r0(3) -> u0(1); w1(5) -> r1(2) -> u1(1); c0(2) -> c1(3)
     p = Problem.from_edges(
-        [4, 3, 1, 5, 2, 1, 2, 3], [(0, 1), (1, 2), (3, 4), (4, 5), (6, 7)], {1: "allreduce", 4: "allreduce"}
+        [4, 3, 1, 5, 2, 1, 2, 3],
+        [(0, 1), (1, 2), (3, 4), (4, 5), (6, 7)],
+        {1: "allreduce", 4: "allreduce"},
     )
     assert evaluate_fixed_order(p, p.durations).makespan_us == 21.0
     s = dw_schedule(p)
@@ -156,9 +165,15 @@ def test_pass_is_deterministic_across_hash_seeds(tmp_path) -> None:
     ("spec", "message"),
     [
         ("dw-schedule{comm-streams=0}", "dw-schedule: comm-streams must be >= 1, got 0"),
-        ("dw-schedule{overlap-slowdown=abc}", "dw-schedule: option overlap-slowdown expects a number, got 'abc'"),
-        ("dw-schedule{window=3}", "dw-schedule: unknown option window; options: device, cluster, profile, comm-table, "
-         "gpus-per-node, network-gbps, comm-streams, overlap-slowdown"),
+        (
+            "dw-schedule{overlap-slowdown=abc}",
+            "dw-schedule: option overlap-slowdown expects a number, got 'abc'",
+        ),
+        (
+            "dw-schedule{window=3}",
+            "dw-schedule: unknown option window; options: device, cluster, profile, comm-table, "
+            "gpus-per-node, network-gbps, comm-streams, overlap-slowdown",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, spec: str, message: str) -> None:
@@ -181,16 +196,26 @@ def backward_blocks(draw: st.DrawFn) -> str:
         t = draw(st.integers(0, 8))
         kind = "comm.all_to_all" if draw(st.booleans()) else None
         if kind:
-            lines.append(f"  %c{i} = comm.all_to_all {prev} {{lancet.time_us = {t}.0 : f64}} : ({T}) -> {T}")
+            lines.append(
+                f"  %c{i} = comm.all_to_all {prev} {{lancet.time_us = {t}.0 : f64}} : ({T}) -> {T}"
+            )
         else:
-            lines.append(f'  %c{i} = "test.op"({prev}) {{lancet.time_us = {t}.0 : f64}} : ({T}) -> {T}')
+            lines.append(
+                f'  %c{i} = "test.op"({prev}) {{lancet.time_us = {t}.0 : f64}} : ({T}) -> {T}'
+            )
         prev = f"%c{i}"
         if draw(st.booleans()):
             src = draw(st.sampled_from(["%x"] + [f"%c{j}" for j in range(i + 1)]))
             w, r = draw(st.integers(0, 8)), draw(st.integers(0, 8))
-            lines.append(f'  %w{i} = "test.op"({src}) {{lancet.time_us = {w}.0 : f64}} : ({T}) -> {T}')
-            lines.append(f"  %r{i} = comm.allreduce %w{i} {{lancet.time_us = {r}.0 : f64}} : ({T}) -> {T}")
-            lines.append(f'  %u{i} = "test.op"(%r{i}) {{lancet.time_us = 1.0 : f64}} : ({T}) -> {T}')
+            lines.append(
+                f'  %w{i} = "test.op"({src}) {{lancet.time_us = {w}.0 : f64}} : ({T}) -> {T}'
+            )
+            lines.append(
+                f"  %r{i} = comm.allreduce %w{i} {{lancet.time_us = {r}.0 : f64}} : ({T}) -> {T}"
+            )
+            lines.append(
+                f'  %u{i} = "test.op"(%r{i}) {{lancet.time_us = 1.0 : f64}} : ({T}) -> {T}'
+            )
             outs.append(f"%u{i}")
     outs.append(prev)
     body = "\n".join(lines)
@@ -211,7 +236,9 @@ def test_pass_is_topological_and_never_worse(text: str) -> None:
 def test_zero_duration_filler_stays_after_its_all_to_all() -> None:
     # c0(0) -> A(0) -> w1(0) -> r1(0) -> u1(1): r1 is "ready" at 0 = A's start, but it
     # depends on A, so it cannot fill the gap before A (found by hypothesis)
-    p = Problem.from_edges([0, 0, 0, 0, 1], [(0, 1), (1, 2), (2, 3), (3, 4)], {1: "all_to_all", 3: "allreduce"})
+    p = Problem.from_edges(
+        [0, 0, 0, 0, 1], [(0, 1), (1, 2), (2, 3), (3, 4)], {1: "all_to_all", 3: "allreduce"}
+    )
     assert fill_allreduce_gaps(p, [0, 2], [1], [3]) == [1, 3]
     s = dw_schedule(p)
     assert s.order == [0, 1, 2, 3, 4]

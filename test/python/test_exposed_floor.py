@@ -56,8 +56,9 @@ def best_exposed(p: Problem, k: int = 1, slowdown: float = 1.0) -> float:
     for order in itertools.permutations(range(len(p))):
         position = {v: i for i, v in enumerate(order)}
         if all(position[q] < position[v] for v in range(len(p)) for q in p.preds[v]):
-            timeline = evaluate_fixed_order(p, p.durations, order=list(order),
-                                            num_comm_streams=k, overlap_slowdown=slowdown)
+            timeline = evaluate_fixed_order(
+                p, p.durations, order=list(order), num_comm_streams=k, overlap_slowdown=slowdown
+            )
             best = min(best, exposed_comm_us(timeline))
     return best
 
@@ -84,8 +85,11 @@ def test_independent_compute_hides_part_of_a_collective() -> None:
 
 def test_a_too_large_network_falls_back_to_the_unhideable_floor() -> None:
     # a(2) -> c(5) -> b(3) -> d(4) -> e(1) and x(3) -> d: x can overlap c only; d is unhideable
-    p = Problem.from_edges([2, 5, 3, 3, 4, 1], [(0, 1), (1, 2), (2, 4), (3, 4), (4, 5)],
-                           {1: "all_to_all", 4: "all_to_all"})
+    p = Problem.from_edges(
+        [2, 5, 3, 3, 4, 1],
+        [(0, 1), (1, 2), (2, 4), (3, 4), (4, 5)],
+        {1: "all_to_all", 4: "all_to_all"},
+    )
     full = exposed_comm_floor(p, p.durations)
     assert full.overlap_bound
     assert full.floor_us == 6.0  # d (4) + what x (3) leaves of c (5)
@@ -122,16 +126,20 @@ def test_chains_are_per_collective_kind() -> None:
 
 def test_several_streams_use_the_longest_chain_or_the_average() -> None:
     # a(1) -> c1(4), a -> c2(6), c1, c2 -> b(1): both unhideable and unordered
-    p = Problem.from_edges([1, 4, 6, 1], [(0, 1), (0, 2), (1, 3), (2, 3)],
-                           {1: "allreduce", 2: "allreduce"})
+    p = Problem.from_edges(
+        [1, 4, 6, 1], [(0, 1), (0, 2), (1, 3), (2, 3)], {1: "allreduce", 2: "allreduce"}
+    )
     assert exposed_comm_floor(p, p.durations).floor_us == 10.0
     two = exposed_comm_floor(p, p.durations, num_comm_streams=2)
     assert two.unhideable == [1, 2]
     assert two.floor_us == 6.0
     assert best_exposed(p, k=2) == 6.0
     # three unordered ones of 4 µs on two streams: max(4, 12 / 2) = 6
-    q = Problem.from_edges([1, 4, 4, 4, 1], [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4)],
-                           {1: "allreduce", 2: "allreduce", 3: "allreduce"})
+    q = Problem.from_edges(
+        [1, 4, 4, 4, 1],
+        [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4)],
+        {1: "allreduce", 2: "allreduce", 3: "allreduce"},
+    )
     assert exposed_comm_floor(q, q.durations, num_comm_streams=2).floor_us == 6.0
     assert best_exposed(q, k=2) == 8.0
 

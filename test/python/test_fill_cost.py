@@ -156,7 +156,9 @@ builtin.module attributes {lancet.world_size = 8 : i64} {
      ("0x7FF8000000000000 : f64", "0x7ff8000000000000 : f64"), ("2 : i64", "2 : i64")],
 )  # fmt: skip
 def test_invalid_fill_is_one_clear_error(value: str, shown: str) -> None:
-    op = parse(f'%x = "my.op"() {{lancet.fill = {value}}} : () -> tensor<4xf32>\n').body.block.first_op
+    op = parse(
+        f'%x = "my.op"() {{lancet.fill = {value}}} : () -> tensor<4xf32>\n'
+    ).body.block.first_op
     with pytest.raises(UserError) as err:
         CostModel.from_config(CostConfig()).op_time_us(op)
     assert str(err.value).lower() == f"my.op: lancet.fill must be a number in (0, 1], got {shown}"

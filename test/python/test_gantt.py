@@ -96,15 +96,23 @@ def test_window_zooms_and_switches_units() -> None:
     assert bars["dW"] == [(150.0, 100.0)]
     assert "forward" not in bars  # outside the window
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "backward", "dW", "all-to-all", "all-reduce"]
+        "backward",
+        "dW",
+        "all-to-all",
+        "all-reduce",
+    ]
     assert time_unit(1999.0)[0] == "µs"
     assert time_unit(2e6)[0] == "s"
 
 
 @pytest.mark.parametrize(
     ("text", "window"),
-    [("2ms:5ms", Window(2000.0, 5000.0)), ("300:900", Window(300.0, 900.0)),
-     (":1.5s", Window(0.0, 1.5e6)), ("250us:", Window(250.0, None))],
+    [
+        ("2ms:5ms", Window(2000.0, 5000.0)),
+        ("300:900", Window(300.0, 900.0)),
+        (":1.5s", Window(0.0, 1.5e6)),
+        ("250us:", Window(250.0, None)),
+    ],
 )
 def test_parse_window(text: str, window: Window) -> None:
     assert parse_window(text) == window
@@ -134,8 +142,22 @@ def test_lancet_opt_writes_gantt_and_comparison(tmp_path: Path) -> None:
     src = tmp_path / "step.mlir"
     src.write_text(STEP)
     g, c = tmp_path / "g.png", tmp_path / "c.png"
-    res = run_tool(["lancet-opt", str(src), "-p", "lancet-schedule", "--gantt", str(g),
-                    "--gantt-compare", str(c), "--gantt-window", "0:2ms", "-o", str(tmp_path / "o.mlir")])
+    res = run_tool(
+        [
+            "lancet-opt",
+            str(src),
+            "-p",
+            "lancet-schedule",
+            "--gantt",
+            str(g),
+            "--gantt-compare",
+            str(c),
+            "--gantt-window",
+            "0:2ms",
+            "-o",
+            str(tmp_path / "o.mlir"),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     assert g.read_bytes()[:4] == b"\x89PNG"
     assert c.read_bytes()[:4] == b"\x89PNG"

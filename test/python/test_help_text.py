@@ -25,10 +25,19 @@ def _flat(text: str) -> str:
 
 def test_model_help_shows_every_default() -> None:
     text = _flat(_sub_help(lancet_model._build_parser(), "gpt2-moe"))
-    for flag, default in [("--layers", "12"), ("--hidden", "768"), ("--heads", "16"),
-                          ("--seq", "512"), ("--batch", "48"), ("--world-size", "16"),
-                          ("--gate", "switch"), ("--capacity-factor", "1.0"),
-                          ("--dtype", "f32"), ("--optimizer", "adam"), ("--ffn-mult", "4")]:
+    for flag, default in [
+        ("--layers", "12"),
+        ("--hidden", "768"),
+        ("--heads", "16"),
+        ("--seq", "512"),
+        ("--batch", "48"),
+        ("--world-size", "16"),
+        ("--gate", "switch"),
+        ("--capacity-factor", "1.0"),
+        ("--dtype", "f32"),
+        ("--optimizer", "adam"),
+        ("--ffn-mult", "4"),
+    ]:
         assert re.search(rf"{flag} \S+ .*?\(default: {re.escape(default)}\)", text), flag
 
 
@@ -51,6 +60,9 @@ def test_device_choices_listed() -> None:
     assert opt.returncode == 0
     text = _flat(opt.stdout)
     assert f"one of: {names}" in text
-    assert "--comm-table FILE measured collective times: lancet-mlir CSV, nccl-tests log or XLA" in text
+    assert (
+        "--comm-table FILE measured collective times: lancet-mlir CSV, nccl-tests log or XLA"
+        in text
+    )
     assert "-t TARGET, --target TARGET" in text
     assert "(default: mlir)" in text

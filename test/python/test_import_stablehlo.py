@@ -246,10 +246,16 @@ def test_cli_pipeline(name: str) -> None:
 
 
 def test_cli_bad_reduction(tmp_path: Path) -> None:
-    bad = (DATA / ASYNC).read_text().replace('"stablehlo.multiply"(%l, %m)', '"stablehlo.xor"(%l, %m)')
+    bad = (
+        (DATA / ASYNC)
+        .read_text()
+        .replace('"stablehlo.multiply"(%l, %m)', '"stablehlo.xor"(%l, %m)')
+    )
     path = tmp_path / "bad.mlir"
     path.write_text(bad)
-    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"])
+    res = run_tool(
+        ["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"]
+    )
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1
@@ -349,7 +355,9 @@ def test_mismatched_async_pair_names_the_done(tmp_path: Path) -> None:
     )
     path = tmp_path / "mismatched.mlir"
     path.write_text(text)
-    res = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"])
+    res = run_tool(
+        ["lancet-opt", "--allow-unregistered-dialect", str(path), "-p", "import-stablehlo"]
+    )
     assert res.returncode == 1
     assert res.stdout == ""
     assert res.stderr.strip().splitlines() == [

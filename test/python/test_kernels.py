@@ -602,8 +602,10 @@ def _samples() -> dict[str, tuple[list[np.ndarray], dict[str, Any]]]:
         "moe_gate": ([logits], {"gate": "top2", "capacity": 4}),
         "moe_gate_dx": ([rand(4, 2, 4, seed=49), logits], {"gate": "top2", "capacity": 4}),
         "moe_gate_window": ([logits, np.array([1, 0], dtype=np.int64)], {"capacity": 3}),
-        "moe_gate_window_dx": ([rand(4, 2, 3, seed=38), logits, np.array([1, 0], dtype=np.int64)],
-                               {"capacity": 3}),  # fmt: skip
+        "moe_gate_window_dx": (
+            [rand(4, 2, 3, seed=38), logits, np.array([1, 0], dtype=np.int64)],
+            {"capacity": 3},
+        ),  # fmt: skip
         "moe_dispatch": ([x, dispatch], {}),
         "moe_combine": ([eo, combine], {}),
         "moe_dispatch_dx": ([eo, dispatch], {}),
@@ -692,7 +694,9 @@ def _check_partitions(name: str, arrays: list[np.ndarray], params: dict[str, Any
             if "shape" in p:  # shape-carrying kernels take the part's output shape
                 p["shape"] = _part(whole[0], out_axes[0], k, 2).shape
             parts.append(
-                run_kernel(kernel, [_part(a, ax, k, 2) for a, ax in zip(arrays, in_axes, strict=True)], p)
+                run_kernel(
+                    kernel, [_part(a, ax, k, 2) for a, ax in zip(arrays, in_axes, strict=True)], p
+                )
             )
         for i, axis in enumerate(out_axes):
             if axis == PARTIAL:
@@ -799,7 +803,9 @@ def test_zero_size_edges_agree_between_spec_and_implementation() -> None:
     ids = np.array([[1, 3], [0, 3]], dtype=np.int64)
     dy = np.zeros((2, 2, 0))
     (dw,) = run_kernel(get_kernel("embedding_dw"), [dy, ids], {"num_embeddings": 4})
-    assert sig(dw) == get_kernel("embedding_dw").infer([sig(dy), sig(ids)], {"num_embeddings": 4})[0]
+    assert (
+        sig(dw) == get_kernel("embedding_dw").infer([sig(dy), sig(ids)], {"num_embeddings": 4})[0]
+    )
     assert dw.shape == (4, 0)
     with pytest.raises(KernelError, match=r"softmax over an empty axis of tensor<2x3x0xf64>"):
         get_kernel("softmax").infer([TensorSig((2, 3, 0), "f64")])

@@ -24,17 +24,23 @@ def test_pipeline_reaches_the_optimum_on_the_backward_graph() -> None:
 
 
 def test_fifo_heuristic_without_search_is_lancets_list_schedule() -> None:
-    module = run_pipeline(parse(BACKWARD), "lancet-schedule{heuristic=fifo fusion=false max-seconds=0}")
+    module = run_pipeline(
+        parse(BACKWARD), "lancet-schedule{heuristic=fifo fusion=false max-seconds=0}"
+    )
     assert makespan(module) == 21.0
 
 
-@pytest.mark.parametrize("spec", ["lancet-schedule", "lancet-schedule{max-seconds=0.5}", "fuse-noncritical-comm"])
+@pytest.mark.parametrize(
+    "spec", ["lancet-schedule", "lancet-schedule{max-seconds=0.5}", "fuse-noncritical-comm"]
+)
 def test_deterministic_across_hash_seeds(tmp_path, spec: str) -> None:
     src = tmp_path / "in.mlir"
     src.write_text(tiny_model_text())
     outs = []
     for seed in ("1", "4242"):
-        res = run_tool(["lancet-opt", str(src), "-p", spec, "--device", "v100"], env={"PYTHONHASHSEED": seed})
+        res = run_tool(
+            ["lancet-opt", str(src), "-p", spec, "--device", "v100"], env={"PYTHONHASHSEED": seed}
+        )
         assert res.returncode == 0, res.stderr
         outs.append(res.stdout)
     assert outs[0] == outs[1]
@@ -64,12 +70,27 @@ def test_passes_are_topological_and_never_worse(text: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("lancet-schedule{heuristic=greedy}", "lancet-schedule: heuristic must be one of fifo, dw, got 'greedy'"),
-        ("lancet-schedule{partition=tutel}", "lancet-schedule: partition must be one of auto, none, dp, range, got 'tutel'"),
-        ("lancet-schedule{partition=foo}", "lancet-schedule: partition must be one of auto, none, dp, range, got 'foo'"),
-        ("lancet-schedule{max-seconds=-1}", "lancet-schedule: max-seconds must be finite and >= 0.0, got -1"),
+        (
+            "lancet-schedule{heuristic=greedy}",
+            "lancet-schedule: heuristic must be one of fifo, dw, got 'greedy'",
+        ),
+        (
+            "lancet-schedule{partition=tutel}",
+            "lancet-schedule: partition must be one of auto, none, dp, range, got 'tutel'",
+        ),
+        (
+            "lancet-schedule{partition=foo}",
+            "lancet-schedule: partition must be one of auto, none, dp, range, got 'foo'",
+        ),
+        (
+            "lancet-schedule{max-seconds=-1}",
+            "lancet-schedule: max-seconds must be finite and >= 0.0, got -1",
+        ),
         ("lancet-schedule{fusion=3}", "lancet-schedule: option fusion expects"),
-        ("fuse-noncritical-comm{comm-streams=0}", "fuse-noncritical-comm: comm-streams must be >= 1, got 0"),
+        (
+            "fuse-noncritical-comm{comm-streams=0}",
+            "fuse-noncritical-comm: comm-streams must be >= 1, got 0",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, spec: str, message: str) -> None:
@@ -86,7 +107,20 @@ def _report(tmp_path, src, spec: str) -> tuple[str, dict]:
     import json
 
     out, rep = tmp_path / "out.mlir", tmp_path / "report.json"
-    res = run_tool(["lancet-opt", str(src), "--cluster", "p3dn", "-p", spec, "-o", str(out), "--report", str(rep)])
+    res = run_tool(
+        [
+            "lancet-opt",
+            str(src),
+            "--cluster",
+            "p3dn",
+            "-p",
+            spec,
+            "-o",
+            str(out),
+            "--report",
+            str(rep),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     return out.read_text(), json.loads(rep.read_text())
 
@@ -125,8 +159,12 @@ def test_search_never_leaves_the_pipeline_slower_than_no_search() -> None:
     base = build_gpt2_moe(GPT2MoEConfig(layers=2, moe_every=1, hidden=128, heads=4, seq=40, batch=3,
                                         world_size=16, experts_per_rank=1, vocab=64))  # fmt: skip
     base.attributes["lancet.cluster"] = StringAttr("p4de")
-    no_search = cluster_makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0}"))
-    searched = cluster_makespan(run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=1}"))
+    no_search = cluster_makespan(
+        run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=0}")
+    )
+    searched = cluster_makespan(
+        run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=1}")
+    )
     assert round(no_search, 1) == 592.9
     assert searched <= no_search
     assert round(searched, 1) == 577.4

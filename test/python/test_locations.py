@@ -67,10 +67,20 @@ def test_show_limit_bounds_the_rows_and_the_statistics(
     entries = {f"comp.k{i};T<{i}xf32>,|T<{i}xf32>": {"mean_us": float(i), "std_us": 0.0,
                                                      "min_us": float(i), "max_us": float(i),
                                                      "count": 3} for i in range(1, 7)}  # fmt: skip
-    stats = {k: {"median_us": e["mean_us"], "spread": 0.0, "rejected": 0} for k, e in entries.items()}
+    stats = {
+        k: {"median_us": e["mean_us"], "spread": 0.0, "rejected": 0} for k, e in entries.items()
+    }
     path = tmp_path / "p.json"
-    path.write_text(json.dumps({"format": "lancet-profile", "version": 1, "entries": entries,
-                                "metadata": {"key_stats": stats, "backend": "cpu"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "lancet-profile",
+                "version": 1,
+                "entries": entries,
+                "metadata": {"key_stats": stats, "backend": "cpu"},
+            }
+        )
+    )
     cmd_show(argparse.Namespace(input=str(path), sort="key", limit=2, device=None, gpu=None))
     out = capsys.readouterr().out
     assert f"{path}: 6 entries (showing 2)" in out

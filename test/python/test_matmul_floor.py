@@ -40,11 +40,16 @@ def test_table_devices_use_their_curve() -> None:
     curve = load_matmul_calibration("matmul_h100.csv")["bf16"]
     assert curve(33554432.0) == pytest.approx(4.992)
     assert matmul_time_us(SMALL_FLOPS, SMALL_BYTES, "bf16", h100) == pytest.approx(
-        max(curve(SMALL_FLOPS), SMALL_BYTES / (0.8 * 3350e9) * 1e6))
+        max(curve(SMALL_FLOPS), SMALL_BYTES / (0.8 * 3350e9) * 1e6)
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(flops=st.floats(0, 1e13), nbytes=st.floats(0, 1e10), dtype=st.sampled_from(["f32", "f16", "f64"]))
+@given(
+    flops=st.floats(0, 1e13),
+    nbytes=st.floats(0, 1e10),
+    dtype=st.sampled_from(["f32", "f16", "f64"]),
+)
 def test_floor_is_max_of_roofline_and_5us(flops: float, nbytes: float, dtype: str) -> None:
     """On a tableless device a matmul is max(roofline, 5 us) unless it does nothing at all."""
     a100 = get_device("a100")

@@ -140,7 +140,9 @@ def test_measure_under_mpi_averages_the_ranks(tmp_path: Path) -> None:
     assert all(e["count"] == 4 for e in doc["entries"].values())  # 2 samples from each rank
 
 
-@pytest.mark.skipif(gpu_status()[0] > 0, reason="a CUDA GPU is present: the no-GPU error does not apply")
+@pytest.mark.skipif(
+    gpu_status()[0] > 0, reason="a CUDA GPU is present: the no-GPU error does not apply"
+)
 def test_cuda_backend_without_gpu_is_one_clear_error(tmp_path: Path) -> None:
     out = tmp_path / "prof.json"
     proc = _profile_cli(str(DATA / "moe_step_w1.mlir"), "--backend", "cuda", "-o", str(out))
@@ -151,7 +153,9 @@ def test_cuda_backend_without_gpu_is_one_clear_error(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["matmul", "moe_gate", "layer_norm_dx", "embedding_dw", "adam_update"])
+@pytest.mark.parametrize(
+    "name", ["matmul", "moe_gate", "layer_norm_dx", "embedding_dw", "adam_update"]
+)
 def test_reference_kernels_with_another_array_namespace_compute_the_same(name: str) -> None:
     """The cuda back-end passes CuPy as `xp`; checked here with a namespace copied from numpy
     against what the numpy measurement back-end runs."""
@@ -169,7 +173,11 @@ def test_reference_kernels_with_another_array_namespace_compute_the_same(name: s
       %p, %q, %r = comp.adam_update %a, %a, %a, %a {step = 2 : i64} : (tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>)
       func.return %a, %c, %d, %l, %e, %p, %q, %r : tensor<6x4xf32>, tensor<6x4x3xf32>, tensor<6x4x3xf32>, tensor<6x4xf32>, tensor<5x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<6x4xf32>
     }"""
-    ops = {op.name[5:]: op for op in parse_module_text(text).module.walk() if op.name.startswith("comp.")}
+    ops = {
+        op.name[5:]: op
+        for op in parse_module_text(text).module.walk()
+        if op.name.startswith("comp.")
+    }
     op = ops[name]
     inputs = synthetic_inputs(op, seed=4)
     params = kernel_params(op)

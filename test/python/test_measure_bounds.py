@@ -75,7 +75,11 @@ def test_the_budget_bounds_warm_ups_too() -> None:
     assert wall < 0.45 + 0.1 + 0.15  # the budget, one run that started in time, slack
     assert stats.budget_hit
     assert db.entries  # the first round is one cold run per key, in sorted order
-    assert round_plan(MeasureOptions(warmup=5, iters=20, max_seconds=1.0)) == [(0, 1), (5, 10), (1, 9)]
+    assert round_plan(MeasureOptions(warmup=5, iters=20, max_seconds=1.0)) == [
+        (0, 1),
+        (5, 10),
+        (1, 9),
+    ]
     assert round_plan(MeasureOptions(warmup=5, iters=20)) == [(5, 7), (1, 7), (1, 6)]
 
 
@@ -84,8 +88,10 @@ def test_a_key_predicted_to_end_past_the_deadline_is_not_started() -> None:
     module = parse_module_text(THREE).module
     pace = RunPace()
     ops = catalog_ops(module).measurable
-    small, big = ops["comp.matmul;T<4x4xf32>,T<4x4xf32>,|T<4x4xf32>"], ops[
-        "comp.matmul;T<16x16xf32>,T<16x16xf32>,|T<16x16xf32>"]
+    small, big = (
+        ops["comp.matmul;T<4x4xf32>,T<4x4xf32>,|T<4x4xf32>"],
+        ops["comp.matmul;T<16x16xf32>,T<16x16xf32>,|T<16x16xf32>"],
+    )
     assert pace.predict(big) == 0.0  # nothing ran yet: no guess
     pace.observe(small, [1000.0, 2000.0])  # 1 ms at best, for 128 FLOPs + 192 bytes + 1
     assert pace.predict(small) == pytest.approx(1e-3)
@@ -132,12 +138,19 @@ def test_the_memory_estimate_bounds_what_the_kernels_allocate() -> None:
         assert peak <= key_peak_bytes(op), key
 
 
-def test_a_key_larger_than_the_free_memory_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_larger_than_the_free_memory_is_refused_up_front(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     module = parse_module_text(THREE).module
-    big = key_peak_bytes(catalog_ops(module).measurable["comp.matmul;T<16x16xf32>,T<16x16xf32>,|T<16x16xf32>"])
+    big = key_peak_bytes(
+        catalog_ops(module).measurable["comp.matmul;T<16x16xf32>,T<16x16xf32>,|T<16x16xf32>"]
+    )
     monkeypatch.setattr("lancet_mlir.runtime.limits.available_memory_bytes", lambda: big - 1)
-    with pytest.raises(MemoryRefused, match=r"^measuring comp\.matmul;T<16x16xf32>.* needs about "
-                       r"\d+\.\d KiB of memory but only \d+\.\d KiB is available \(1 op key need"):
+    with pytest.raises(
+        MemoryRefused,
+        match=r"^measuring comp\.matmul;T<16x16xf32>.* needs about "
+        r"\d+\.\d KiB of memory but only \d+\.\d KiB is available \(1 op key need",
+    ):
         measure_with_stats(module, SlowBackend(0.0), iters=1)
     # a bound below it skips that key (and says so) instead
     db, _, stats = measure_with_stats(module, SlowBackend(0.0), iters=1, max_memory=big - 1)
@@ -146,7 +159,9 @@ def test_a_key_larger_than_the_free_memory_is_refused_up_front(monkeypatch: pyte
     assert db.metadata["keys_over_max_memory"] == stats.too_large
 
 
-def test_the_cli_names_max_memory_when_refusing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_names_max_memory_when_refusing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lancet_mlir.tools.lancet_profile import cmd_measure
 
     src = tmp_path / "m.mlir"

@@ -37,7 +37,10 @@ def test_hand_computed_two_parts() -> None:
     combine, dispatch, counts, nxt = run("moe_gate_window", logits[:2], np.zeros(2, np.int64),
                                          capacity=2)  # fmt: skip
     assert (combine.dtype, dispatch.dtype, counts.dtype, nxt.dtype) == (
-        np.float32, np.float32, np.int64, np.int64
+        np.float32,
+        np.float32,
+        np.int64,
+        np.int64,
     )
     assert counts.tolist() == [2, 0]
     assert nxt.tolist() == [2, 0]
@@ -77,7 +80,9 @@ def test_shape_rule() -> None:
     assert k.infer([logits, offsets], {"capacity": 3}) == [combine, combine, counts, counts]
     assert k.infer([logits, TensorSig((4,), "i32")], {"capacity": 3})[2] == counts
     assert k.role == "fwd"
-    assert k.cost([logits, offsets], [combine, combine, counts, counts], {"capacity": 3})[0] == 13 * 24
+    assert (
+        k.cost([logits, offsets], [combine, combine, counts, counts], {"capacity": 3})[0] == 13 * 24
+    )
     with pytest.raises(KernelError) as err:
         k.infer([logits, offsets], {"capacity": 3, "gate": "top2"})
     assert str(err.value) == TOP2

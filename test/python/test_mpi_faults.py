@@ -32,8 +32,9 @@ def _env(fault: str | None) -> dict[str, str]:
     return env
 
 
-def mpiexec(tool: str, *ranks: list[str], fault: str | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def mpiexec(
+    tool: str, *ranks: list[str], fault: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """One rank per argument list (MPMD `: -n 1 ...`), each `python -m lancet_mlir.tools.<tool>`."""
     argv = mpiexec_argv(1)
     for k, args in enumerate(ranks):
@@ -61,8 +62,9 @@ def errors(proc: subprocess.CompletedProcess[str], tool: str) -> list[str]:
 )
 def test_lancet_run_rank_failing_at_each_phase(tmp_path: Path, fault: str, expected: str) -> None:
     out = tmp_path / "out.npz"
-    proc = mpiexec("lancet_run", [MODULE, "--save", str(out)], [MODULE, "--save", str(out)],
-                   fault=fault)
+    proc = mpiexec(
+        "lancet_run", [MODULE, "--save", str(out)], [MODULE, "--save", str(out)], fault=fault
+    )
     assert proc.returncode == 1, proc.stderr
     assert errors(proc, "lancet-run") == [expected]
     assert not out.exists()  # all-or-nothing: rank 0 commits only after every rank agreed

@@ -67,12 +67,16 @@ def test_lancet_opt_mpi_ranks_agree_on_the_input(tmp_path: Path) -> None:
     assert same.returncode == 0, same.stderr
 
 
-LONG = """func.func @f(%x: tensor<256x256xf32>) -> tensor<256x256xf32> {
-""" + "".join(
-    f"  %m{i} = comp.matmul {'%x' if i == 0 else f'%m{i - 1}'}, %x : "
-    "(tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>\n"
-    for i in range(40)
-) + "  func.return %m39 : tensor<256x256xf32>\n}\n"
+LONG = (
+    """func.func @f(%x: tensor<256x256xf32>) -> tensor<256x256xf32> {
+"""
+    + "".join(
+        f"  %m{i} = comp.matmul {'%x' if i == 0 else f'%m{i - 1}'}, %x : "
+        "(tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>\n"
+        for i in range(40)
+    )
+    + "  func.return %m39 : tensor<256x256xf32>\n}\n"
+)
 
 
 def test_ctrl_c_under_mpiexec_ends_with_one_line_and_no_lingering_rank(tmp_path: Path) -> None:

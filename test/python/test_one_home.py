@@ -41,7 +41,12 @@ def test_one_dtype_table_serves_comm_registry_and_runtime() -> None:
     assert element_name(IndexType()) == "i64"
     assert element_name(i1) == "i1"
     assert element_name(Float80Type()) is None
-    for ty, name in ((f64, "f64"), (i64, "i64"), (BFloat16Type(), "bf16"), (IntegerType(16), "i16")):
+    for ty, name in (
+        (f64, "f64"),
+        (i64, "i64"),
+        (BFloat16Type(), "bf16"),
+        (IntegerType(16), "i16"),
+    ):
         assert element_bytes(ty) == DTYPE_BYTES[name]
         assert numpy_dtype_of(ty) == np.dtype(NUMPY_DTYPES[name])
     assert numpy_dtype_of(BFloat16Type()) == np.dtype(np.float32)  # numpy has no bfloat16
@@ -53,7 +58,9 @@ def test_one_dtype_table_serves_comm_registry_and_runtime() -> None:
 @st.composite
 def dags(draw: st.DrawFn) -> tuple[list[list[int]], list[list[int]]]:
     n = draw(st.integers(0, 12))
-    preds = [sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else [] for i in range(n)]
+    preds = [
+        sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))) if i else [] for i in range(n)
+    ]
     succs: list[list[int]] = [[] for _ in range(n)]
     for c, ps in enumerate(preds):
         for p in ps:
@@ -74,7 +81,9 @@ def _closure(edges: list[list[int]], start: int) -> set[int]:
 
 @settings(max_examples=60, deadline=None)
 @given(dags())
-def test_bitset_reachability_matches_graph_search(graph: tuple[list[list[int]], list[list[int]]]) -> None:
+def test_bitset_reachability_matches_graph_search(
+    graph: tuple[list[list[int]], list[list[int]]],
+) -> None:
     preds, succs = graph
     order = topological_order(preds, succs)
     anc, desc = ancestor_bits(preds, order), descendant_bits(succs, order)
@@ -156,10 +165,14 @@ def test_one_home_per_graph_concept() -> None:
         "dialects/checks.py",
         "dialects/comm.py",
     ]
-    assert _homes(r'"builtin\.unregistered"|op_name\.data if isinstance\(op, UnregisteredOp\)') == ["support/locations.py"]
+    assert _homes(r'"builtin\.unregistered"|op_name\.data if isinstance\(op, UnregisteredOp\)') == [
+        "support/locations.py"
+    ]
     assert _homes(r"PMI_SIZE|OMPI_COMM_WORLD_SIZE") == ["support/launcher.py"]
     assert _homes(r"def (in_mpi_job|under_mpi\w*)\(") == ["support/launcher.py"]
-    assert _homes(r"class \w+\(Protocol\):\n(\s+\"\"\"[^\"]*\"\"\"\n)?\s+preds:") == ["graph/core.py"]
+    assert _homes(r"class \w+\(Protocol\):\n(\s+\"\"\"[^\"]*\"\"\"\n)?\s+preds:") == [
+        "graph/core.py"
+    ]
     # the plain graph types: DataflowGraph (a block of IR) and Problem (plain data)
     assert _homes(r"\nclass (TaskGraph|Problem|DataflowGraph)\b") == [
         "graph/core.py",

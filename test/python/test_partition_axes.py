@@ -178,7 +178,6 @@ def test_uneven_parts_need_equal_blocks_or_a_divisor() -> None:
     assert fits_parts([], 7)  # nothing split (partial sums only)
 
 
-
 def test_a_reshape_merging_rows_takes_only_counts_that_divide() -> None:
     g = graph_of(RESHAPES)
     sol = solve(g, anchors=[0, 1, 2])

@@ -185,10 +185,14 @@ def test_verify_diagnostics_places_an_error_about_a_candidate_clone(
     about the clone of `%act` is expected on `%act`'s line (before: at no line)."""
     from lancet_mlir.tools.lancet_opt import main
 
-    text = (BAD / "moe_bad_time.mlir").read_text().replace(
-        "    %act = comp.gelu",
-        "    // expected-error@+1 {{lancet.time_us must be a finite number >= 0}}\n"
-        "    %act = comp.gelu",
+    text = (
+        (BAD / "moe_bad_time.mlir")
+        .read_text()
+        .replace(
+            "    %act = comp.gelu",
+            "    // expected-error@+1 {{lancet.time_us must be a finite number >= 0}}\n"
+            "    %act = comp.gelu",
+        )
     )
     src = tmp_path / "expect.mlir"
     src.write_text(text)

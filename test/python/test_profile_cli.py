@@ -48,14 +48,29 @@ def test_from_lancet_and_from_lancet_csv(tmp_path: Path) -> None:
     doc = json.loads(run.stdout)
     assert doc["entries"] == {
         "raf_op_gelu;T<8xf32>,|T<8xf32>": {
-            "mean_us": 3.0, "count": 1, "std_us": 0.0, "min_us": 3.0, "max_us": 3.0
+            "mean_us": 3.0,
+            "count": 1,
+            "std_us": 0.0,
+            "min_us": 3.0,
+            "max_us": 3.0,
         }
     }
     assert doc["metadata"]["device"] == "v100"
 
     out = tmp_path / "t.csv"
-    run = run_tool(["lancet-profile", "from-lancet-csv", str(DATA / "alltoall_perf_2x8.csv"),
-                    "--kind", "alltoall", "--group-size", "16", "-o", str(out)])
+    run = run_tool(
+        [
+            "lancet-profile",
+            "from-lancet-csv",
+            str(DATA / "alltoall_perf_2x8.csv"),
+            "--kind",
+            "alltoall",
+            "--group-size",
+            "16",
+            "-o",
+            str(out),
+        ]
+    )
     assert run.returncode == 0, run.stderr
     assert out.read_text().splitlines()[2:] == [
         "all_to_all,16,1024,21.0",
@@ -67,18 +82,30 @@ def test_from_lancet_and_from_lancet_csv(tmp_path: Path) -> None:
 
 def test_merge_and_show(tmp_path: Path) -> None:
     ProfileDB({MATMUL: ProfileEntry(10.0, 3, 0.0, 10.0, 10.0)}, {"device": "h100"}).save(
-        tmp_path / "a.json")
+        tmp_path / "a.json"
+    )
     ProfileDB({MATMUL: ProfileEntry(20.0, 1, 0.0, 20.0, 20.0), GELU: ProfileEntry(2.0)}).save(
-        tmp_path / "b.json")
-    run = run_tool(["lancet-profile", "merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
-                    "-o", str(tmp_path / "ab.json")])
+        tmp_path / "b.json"
+    )
+    run = run_tool(
+        [
+            "lancet-profile",
+            "merge",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "b.json"),
+            "-o",
+            str(tmp_path / "ab.json"),
+        ]
+    )
     assert run.returncode == 0, run.stderr
     merged = ProfileDB.load(tmp_path / "ab.json")
     assert merged.entries[MATMUL].mean_us == 12.5
     assert merged.entries[GELU] == ProfileEntry(2.0)
 
-    run = run_tool(["lancet-profile", "show", str(tmp_path / "ab.json"), "--sort", "mean"],
-                   env={"COLUMNS": "200"})
+    run = run_tool(
+        ["lancet-profile", "show", str(tmp_path / "ab.json"), "--sort", "mean"],
+        env={"COLUMNS": "200"},
+    )
     assert run.returncode == 0, run.stderr
     assert "12.500" in run.stdout
     assert "comp.gelu" in run.stdout
@@ -90,19 +117,39 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert line == f"lancet-profile: error: {tmp_path / 'a.json'}: expected a Lancet .profile file"
     line = _error_line(run_tool(["lancet-profile", "bogus"]))
     assert line.startswith("lancet-profile: error: argument command: invalid choice: 'bogus'")
-    line = _error_line(run_tool(["lancet-profile", "merge", str(tmp_path / "none.json"),
-                                 "-o", str(tmp_path / "o.json")]))
+    line = _error_line(
+        run_tool(
+            ["lancet-profile", "merge", str(tmp_path / "none.json"), "-o", str(tmp_path / "o.json")]
+        )
+    )
     assert line == f"lancet-profile: error: {tmp_path / 'none.json'}: no such file"
     assert not (tmp_path / "o.json").exists()
-    line = _error_line(run_tool(["lancet-profile", "from-xla", str(DATA / "xla_collective_subset.csv"),
-                                 "--device", "quantum"]))
+    line = _error_line(
+        run_tool(
+            [
+                "lancet-profile",
+                "from-xla",
+                str(DATA / "xla_collective_subset.csv"),
+                "--device",
+                "quantum",
+            ]
+        )
+    )
     assert "unknown device 'quantum'" in line
 
 
 # ---- MPI -----------------------------------------------------------------------------------------
 def _sync(tmp_path: Path, ranks: int) -> subprocess.CompletedProcess[str]:
-    argv = [*mpiexec_argv(ranks), sys.executable, "-m", "lancet_mlir.tools.lancet_profile",
-            "sync", str(tmp_path / "in{rank}.json"), "-o", str(tmp_path / "out{rank}.json")]
+    argv = [
+        *mpiexec_argv(ranks),
+        sys.executable,
+        "-m",
+        "lancet_mlir.tools.lancet_profile",
+        "sync",
+        str(tmp_path / "in{rank}.json"),
+        "-o",
+        str(tmp_path / "out{rank}.json"),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=90)
 
 
@@ -112,8 +159,10 @@ def _sync(tmp_path: Path, ranks: int) -> subprocess.CompletedProcess[str]:
 def test_sync_gives_every_rank_the_same_average(tmp_path: Path, ranks: int) -> None:
     for r in range(ranks):
         ProfileDB(
-            {MATMUL: ProfileEntry(10.0 + r, 20, 0.0, 10.0 + r, 10.0 + r),
-             GELU: ProfileEntry(2.0 * (r + 1), 10, 0.5, 1.0, 9.0)},
+            {
+                MATMUL: ProfileEntry(10.0 + r, 20, 0.0, 10.0 + r, 10.0 + r),
+                GELU: ProfileEntry(2.0 * (r + 1), 10, 0.5, 1.0, 9.0),
+            },
             {"device": "h100", "rank": r},
         ).save(tmp_path / f"in{r}.json")
     run = _sync(tmp_path, ranks)
@@ -140,8 +189,10 @@ def test_sync_missing_key_fails_on_every_rank(tmp_path: Path, ranks: int) -> Non
         ProfileDB(entries, {"device": "h100"}).save(tmp_path / f"in{r}.json")
     run = _sync(tmp_path, ranks)
     assert run.returncode != 0
-    expected = (f"lancet-profile: error: profile key '{GELU}' is missing on rank(s) 1 "
-                "(1 key(s) not measured on every rank)")
+    expected = (
+        f"lancet-profile: error: profile key '{GELU}' is missing on rank(s) 1 "
+        "(1 key(s) not measured on every rank)"
+    )
     assert run.returncode == 1  # every rank fails; rank 0 alone prints the line
     assert run.stderr.count(expected) == 1, run.stderr
     assert not any(tmp_path.glob("out*.json"))
@@ -154,8 +205,10 @@ def test_sync_device_mismatch_and_missing_file_fail_everywhere(tmp_path: Path) -
     ProfileDB({MATMUL: ProfileEntry(1.0)}, {"device": "a100"}).save(tmp_path / "in1.json")
     run = _sync(tmp_path, 2)
     assert run.returncode != 0
-    assert run.stderr.count("profiles were measured on different devices "
-                            "(rank 0: h100, rank 1: a100)") == 1, run.stderr
+    assert (
+        run.stderr.count("profiles were measured on different devices (rank 0: h100, rank 1: a100)")
+        == 1
+    ), run.stderr
     (tmp_path / "in1.json").unlink()
     run = _sync(tmp_path, 2)
     assert run.returncode != 0
@@ -163,8 +216,9 @@ def test_sync_device_mismatch_and_missing_file_fail_everywhere(tmp_path: Path) -
 
 
 def test_from_xla_tables(tmp_path: Path) -> None:
-    run = run_tool(["lancet-profile", "from-xla", str(DATA / "xla_collective_subset.csv"),
-                    "--gpu", "sm_90"])
+    run = run_tool(
+        ["lancet-profile", "from-xla", str(DATA / "xla_collective_subset.csv"), "--gpu", "sm_90"]
+    )
     assert run.returncode == 0, run.stderr
     assert [ln for ln in run.stdout.splitlines() if not ln.startswith("#")] == [
         "kind,group_size,bytes,time_us",
@@ -176,13 +230,24 @@ def test_from_xla_tables(tmp_path: Path) -> None:
         "allreduce,8,1048576,51.936",
     ]
     out = tmp_path / "mm.csv"
-    run = run_tool(["lancet-profile", "from-xla-matmul", str(DATA / "xla_matmul_subset.csv"),
-                    "--device", "H100", "-o", str(out)])
+    run = run_tool(
+        [
+            "lancet-profile",
+            "from-xla-matmul",
+            str(DATA / "xla_matmul_subset.csv"),
+            "--device",
+            "H100",
+            "-o",
+            str(out),
+        ]
+    )
     assert run.returncode == 0, run.stderr
     rows = [ln.split(",") for ln in out.read_text().splitlines() if not ln.startswith("#")]
     assert rows[0] == ["dtype", "flops", "time_us"]
     assert [(d, int(f)) for d, f, _ in rows[1:]] == [
-        ("bf16", 2**25), ("bf16", 2**26), ("tf32", 2**26)
+        ("bf16", 2**25),
+        ("bf16", 2**26),
+        ("tf32", 2**26),
     ]
     times = [float(t) for _, _, t in rows[1:]]
     # 2^25 FLOPs: the single 256^3 row; 2^26: median of four shapes (middle two averaged);

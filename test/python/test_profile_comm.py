@@ -82,7 +82,10 @@ def test_shipped_tables_fit_monotone_curves() -> None:
     for name in ("comm_h100.csv", "comm_b200.csv", "comm_gb200.csv"):
         table = load_comm_table(str(data_path(name)))
         assert {k for k, _ in table.keys()} == {
-            "allreduce", "allgather", "reduce_scatter", "all_to_all"
+            "allreduce",
+            "allgather",
+            "reduce_scatter",
+            "all_to_all",
         }
         for key, curve in table.fit().items():
             sizes = [2**e for e in range(8, 36)]
@@ -293,7 +296,10 @@ def test_nccl_tests_kind_from_file_name_and_overrides() -> None:
     table = parse_nccl_tests(path.read_text(), str(path))
     assert table.keys() == [("all_to_all", 2)]
     assert table.samples[("all_to_all", 2)] == [
-        (1024, 19.51), (4096, 20.18), (16384, 19.94), (65536, 19.97)
+        (1024, 19.51),
+        (4096, 20.18),
+        (16384, 19.94),
+        (65536, 19.97),
     ]
     forced = parse_nccl_tests(path.read_text(), "log.txt", kind="allgather", group_size=16)
     assert forced.keys() == [("allgather", 16)]
@@ -308,7 +314,10 @@ def test_lancet_supplement_units() -> None:
     table = parse_lancet_supplement(path.read_text(), "all_to_all", 16, str(path))
     # size is in 32-bit words: 256 words = 1024 bytes
     assert table.samples[("all_to_all", 16)] == [
-        (1024, 21.0), (4096, 22.0), (1048576, 410.0), (65536, 35.0)
+        (1024, 21.0),
+        (4096, 22.0),
+        (1048576, 410.0),
+        (65536, 35.0),
     ]
     with pytest.raises(UserError, match="Lancet supplement CSV"):
         load_comm_table(str(path))
@@ -319,7 +328,10 @@ def test_xla_loader_picks_rows_of_one_gpu() -> None:
     table = parse_xla_table(path.read_text(), "sm_90", str(path))
     assert table.keys() == [("all_to_all", 2), ("allreduce", 8)]
     assert table.samples[("allreduce", 8)] == [
-        (1048576, 51.936), (1024, 49.312), (2048, 35.968), (4096, 32.512)
+        (1048576, 51.936),
+        (1024, 49.312),
+        (2048, 35.968),
+        (4096, 32.512),
     ]
     assert table.samples[("all_to_all", 2)] == [(1024, 134.272), (2048, 30.784)]
     b200 = parse_xla_table(path.read_text(), "sm_100_B200", str(path))

@@ -95,8 +95,9 @@ def _graph() -> DataflowGraph:
 
 
 def _profile(tmp_path: Path, graph: DataflowGraph, times: dict[int, float]) -> str:
-    db = ProfileDB({op_key(graph.ops[i]): ProfileEntry(t) for i, t in times.items()},
-                   {"device": "h100"})
+    db = ProfileDB(
+        {op_key(graph.ops[i]): ProfileEntry(t) for i, t in times.items()}, {"device": "h100"}
+    )
     path = tmp_path / "prof.json"
     db.save(path)
     return str(path)
@@ -143,7 +144,9 @@ def test_group_size_from_world_size_override() -> None:
 
 def test_user_comm_table_overrides_device_table(tmp_path: Path) -> None:
     table = tmp_path / "mine.csv"
-    table.write_text("kind,group_size,bytes,time_us\nallreduce,8,1000000,100\nallreduce,8,8000000,800\n")
+    table.write_text(
+        "kind,group_size,bytes,time_us\nallreduce,8,1000000,100\nallreduce,8,8000000,800\n"
+    )
     graph = _graph()
     model = CostModel.build(CostConfig(comm_tables=(str(table),)))
     assert model.graph_times(graph)[2] == pytest.approx(100 + 700 * (4194304 - 1e6) / 7e6)
@@ -166,8 +169,9 @@ def test_profile_of_other_device_is_noted(tmp_path: Path) -> None:
     path = tmp_path / "a.json"
     ProfileDB({}, {"device": "a100"}).save(path)
     model = CostModel.build(CostConfig(profiles=(str(path),)))
-    assert model.notes == [f"{path}: measured on a100, costing for h100: profiled times are used "
-                           "as they are"]
+    assert model.notes == [
+        f"{path}: measured on a100, costing for h100: profiled times are used as they are"
+    ]
 
 
 def test_bad_inputs_raise_user_errors(tmp_path: Path) -> None:
@@ -179,9 +183,7 @@ def test_bad_inputs_raise_user_errors(tmp_path: Path) -> None:
         CostModel.build(CostConfig(device="z80"))
     with pytest.raises(UserError, match="no such file"):
         CostModel.build(CostConfig(comm_tables=(str(tmp_path / "none.csv"),)))
-    module = parse(
-        '%x = "my.op"() {lancet.time_us = -2.0 : f64} : () -> tensor<4xf32>\n'
-    )
+    module = parse('%x = "my.op"() {lancet.time_us = -2.0 : f64} : () -> tensor<4xf32>\n')
     op = module.body.block.first_op
     assert op is not None
     with pytest.raises(UserError, match="my.op: lancet.time_us must be a finite number >= 0"):
@@ -199,11 +201,15 @@ def test_cache_and_default_config() -> None:
 
 def test_graph_times_of_a_repetitive_block() -> None:
     # 1200 ops of three signatures: every op of a signature costs the same; unknown ops 0
-    lines = ['builtin.module attributes {lancet.world_size = 8 : i64} {',
-             'func.func @f(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>) {']
+    lines = [
+        "builtin.module attributes {lancet.world_size = 8 : i64} {",
+        "func.func @f(%a: tensor<64x128xf32>, %b: tensor<128x256xf32>) {",
+    ]
     for n in range(400):
-        lines.append(f"  %y{n} = comp.matmul %a, %b : (tensor<64x128xf32>, tensor<128x256xf32>) "
-                     "-> tensor<64x256xf32>")
+        lines.append(
+            f"  %y{n} = comp.matmul %a, %b : (tensor<64x128xf32>, tensor<128x256xf32>) "
+            "-> tensor<64x256xf32>"
+        )
         lines.append(f"  %r{n} = comm.allreduce %y{n} : (tensor<64x256xf32>) -> tensor<64x256xf32>")
         lines.append(f'  %u{n} = "my.op"(%r{n}) : (tensor<64x256xf32>) -> tensor<64x256xf32>')
     lines += ["  func.return", "}", "}"]
@@ -240,7 +246,9 @@ def _multinode_ops() -> list:
 
 def test_h100_devices_network_fields() -> None:
     assert (H100.gpus_per_node, H100.internode_gbps_per_gpu, H100.internode_latency_us) == (
-        8, 400.0, 15.0
+        8,
+        400.0,
+        15.0,
     )
     assert get_device("a100").internode_gbps_per_gpu == 200.0
     assert get_device("v100").internode_gbps_per_gpu == 12.5
@@ -270,8 +278,12 @@ def test_h100_multinode_all_to_all_and_allreduce_hand_computed() -> None:
         f"{kind}: group size {g} spans {g // 8} nodes of 8 GPUs; used the larger of the "
         "intra-node measured table at group size 8 and the inter-node alpha-beta model "
         "(400 Gb/s per GPU x 0.8 efficiency, latency 15 us)"
-        for kind, g in (("all_to_all", 16), ("all_to_all", 32), ("allreduce", 16),
-                        ("allreduce", 32))
+        for kind, g in (
+            ("all_to_all", 16),
+            ("all_to_all", 32),
+            ("allreduce", 16),
+            ("allreduce", 32),
+        )
     ]
 
 
@@ -345,8 +357,14 @@ GOOD = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--device", "k80"], "lancet-opt: error: --device: unknown device 'k80' (choices: v100, a100, h100"),
-        (["--profile", "{tmp}/missing.json"], "lancet-opt: error: {tmp}/missing.json: no such file"),
+        (
+            ["--device", "k80"],
+            "lancet-opt: error: --device: unknown device 'k80' (choices: v100, a100, h100",
+        ),
+        (
+            ["--profile", "{tmp}/missing.json"],
+            "lancet-opt: error: {tmp}/missing.json: no such file",
+        ),
         (["--profile", "{tmp}/nan.json"], "lancet-opt: error: {tmp}/nan.json: NaN is not a valid"),
         (["--comm-table", "{tmp}/sup.csv"], "looks like a Lancet supplement CSV"),
     ],
@@ -373,7 +391,17 @@ def test_lancet_opt_accepts_good_cost_options(tmp_path: Path) -> None:
     ProfileDB({"comm.allreduce;T<8xf32>,|T<8xf32>": ProfileEntry(4.0)}, {"device": "h100"}).save(
         tmp_path / "p.json"
     )
-    run = run_tool(["lancet-opt", str(tmp_path / "m.mlir"), "--profile", str(tmp_path / "p.json"),
-                    "--device", "H100", "--world-size", "4"])
+    run = run_tool(
+        [
+            "lancet-opt",
+            str(tmp_path / "m.mlir"),
+            "--profile",
+            str(tmp_path / "p.json"),
+            "--device",
+            "H100",
+            "--world-size",
+            "4",
+        ]
+    )
     assert run.returncode == 0, run.stderr
     assert "comm.allreduce" in run.stdout

@@ -99,7 +99,11 @@ def test_json_round_trip_is_exact_and_sorted(tmp_path: Path) -> None:
     assert doc["version"] == 1
     assert list(doc["entries"]) == sorted(doc["entries"])
     assert doc["entries"]["comm.allreduce;T<1024xf32>,|T<1024xf32>"] == {
-        "mean_us": 30.0, "count": 10, "std_us": 1.0, "min_us": 28.0, "max_us": 33.0
+        "mean_us": 30.0,
+        "count": 10,
+        "std_us": 1.0,
+        "min_us": 28.0,
+        "max_us": 33.0,
     }
     again = ProfileDB.load(path)
     assert again.entries == db.entries
@@ -110,7 +114,9 @@ def test_json_round_trip_is_exact_and_sorted(tmp_path: Path) -> None:
 
 def test_minimal_entry_defaults(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
-    path.write_text('{"format": "lancet-profile", "version": 1, "entries": {"a;|": {"mean_us": 5}}}')
+    path.write_text(
+        '{"format": "lancet-profile", "version": 1, "entries": {"a;|": {"mean_us": 5}}}'
+    )
     entry = ProfileDB.load(path).entries["a;|"]
     assert entry == ProfileEntry(5.0, 1, 0.0, 5.0, 5.0)
 
@@ -166,7 +172,10 @@ def test_bad_entries_name_file_and_key(tmp_path: Path, entry: str, message: str)
     ("content", "message"),
     [
         ('{"format": "other", "version": 1, "entries": {}}', "not a lancet profile"),
-        ('{"format": "lancet-profile", "version": 2, "entries": {}}', "unsupported profile version 2"),
+        (
+            '{"format": "lancet-profile", "version": 2, "entries": {}}',
+            "unsupported profile version 2",
+        ),
         ('{"format": "lancet-profile", "version": 1, "entries": []}', "entries must be an object"),
         ('{"format": "lancet-profile", "version": 1,', "invalid JSON"),
     ],

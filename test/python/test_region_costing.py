@@ -84,12 +84,12 @@ def test_scf_for_with_constant_bounds_costs_its_trips() -> None:
 
 
 def test_scf_for_with_unknown_bounds_is_costed_once_with_a_note() -> None:
-    top, body = _simulate(_scf_for("0", 'arith.addi %n, %n {lancet.time_us = 0.0 : f64} : index', "1"))
+    top, body = _simulate(
+        _scf_for("0", "arith.addi %n, %n {lancet.time_us = 0.0 : f64} : index", "1")
+    )
     assert body.runs == 1
     assert top.summary.makespan_us == 6.0
-    assert top.notes == [
-        "@f: scf.for (op 3): bounds are not constant; its bodies are costed once"
-    ]
+    assert top.notes == ["@f: scf.for (op 3): bounds are not constant; its bodies are costed once"]
 
 
 def test_case_costs_its_costliest_branch() -> None:
@@ -153,7 +153,9 @@ def test_counter_while_costs_its_trips(start: str, limit: str, step: str, trips:
 
 
 def test_while_not_in_counter_form_is_costed_once_with_a_note() -> None:
-    text = _zero_constants(_while("4", "1")).replace("comparison_direction LT", "comparison_direction NE")
+    text = _zero_constants(_while("4", "1")).replace(
+        "comparison_direction LT", "comparison_direction NE"
+    )
     top, cond, body = _simulate(text)
     assert top.summary.makespan_us == 3.5
     assert top.notes == ["@f: stablehlo.while (op 1): not a counter loop with constant bounds; "
@@ -179,7 +181,9 @@ def test_nested_labels_carry_their_path_and_an_explicit_time_wins() -> None:
     """
     results = _simulate(text)
     assert [r.label for r in results] == [
-        "@f", "@f/scf.execute_region#0", "@f/scf.execute_region#0/scf.execute_region#0",
+        "@f",
+        "@f/scf.execute_region#0",
+        "@f/scf.execute_region#0/scf.execute_region#0",
         "@f/scf.execute_region#0/scf.execute_region#1",
     ]
     assert results[0].summary.makespan_us == 2.0 + 7.0  # the measured op keeps its 7 µs
@@ -235,8 +239,10 @@ def test_scan_over_layers_counts_each_trip() -> None:
                               CostModel.from_config(CostConfig()))  # fmt: skip
     loops = [r for r in results if "stablehlo.while" in r.label]
     assert [(r.label.rsplit("/", 1)[-1], r.runs) for r in loops] == [
-        ("stablehlo.while#0:0", 5), ("stablehlo.while#0:1", 4),
-        ("stablehlo.while#2:0", 5), ("stablehlo.while#2:1", 4),
+        ("stablehlo.while#0:0", 5),
+        ("stablehlo.while#0:1", 4),
+        ("stablehlo.while#2:0", 5),
+        ("stablehlo.while#2:1", 4),
     ]
     backward_body = loops[3]
     # its body calls the function that averages the layer's gradient: one all-reduce a trip

@@ -73,7 +73,9 @@ def test_the_loop_costs_its_body_times_its_trips_not_the_cost_models_zero() -> N
     assert ModuleSimulation(module, MODEL).durations(block) == [0, 0, 0, 1, 30, 1, 4 * 10]
 
 
-@pytest.mark.parametrize("spec", ["dw-schedule", "lancet-schedule{max-seconds=0}", "lancet-schedule"])
+@pytest.mark.parametrize(
+    "spec", ["dw-schedule", "lancet-schedule{max-seconds=0}", "lancet-schedule"]
+)
 def test_schedulers_run_the_loop_under_the_all_reduce(spec: str) -> None:
     module = parse(LOOP)
     assert _top_makespan(module) == 72.0
@@ -171,11 +173,13 @@ def test_bodies_come_first_and_are_costed_once_until_invalidated() -> None:
 
 def _doubling_chain(depth: int) -> str:
     """@d0 .. @d{depth}: each calls the next twice; the last is one 1 µs op."""
-    funcs = [f"""
+    funcs = [
+        f"""
 func.func @d{depth}(%x: {T}) -> {T} {{
   {_op("o", 1.0)}
   func.return %o : {T}
-}}"""]
+}}"""
+    ]
     for k in range(depth - 1, -1, -1):
         funcs.append(f"""
 func.func @d{k}(%x: {T}) -> {T} {{

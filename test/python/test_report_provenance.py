@@ -43,7 +43,12 @@ def test_time_source_of_each_op(tmp_path: Path) -> None:
            and op.name not in ("func.func", "func.return")]  # fmt: skip
     model = CostModel.from_config(CostConfig(profiles=(str(_profile(tmp_path)),)))
     assert [time_source(model, op) for op in ops] == [
-        "attribute", "profile", "table", "roofline", "zero"]
+        "attribute",
+        "profile",
+        "table",
+        "roofline",
+        "zero",
+    ]
     assert model.op_time_us(ops[1]) == 11.0  # the profile really is what the model uses
     assert count_sources(model, ops) == {"attribute": 1, "profile": 1, "table": 1,
                                          "alpha-beta": 0, "roofline": 1, "zero": 1}  # fmt: skip
@@ -53,8 +58,22 @@ def test_report_and_trace_say_how_they_were_costed(tmp_path: Path) -> None:
     src, prof = tmp_path / "step.mlir", _profile(tmp_path)
     src.write_text(STEP)
     report, trace = tmp_path / "r.json", tmp_path / "t.json"
-    res = run_tool(["lancet-opt", str(src), "-p", "simulate", "--profile", str(prof),
-                    "--report", str(report), "--timeline", str(trace), "-o", str(tmp_path / "o.mlir")])
+    res = run_tool(
+        [
+            "lancet-opt",
+            str(src),
+            "-p",
+            "simulate",
+            "--profile",
+            str(prof),
+            "--report",
+            str(report),
+            "--timeline",
+            str(trace),
+            "-o",
+            str(tmp_path / "o.mlir"),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(report.read_text())
     prov = doc["provenance"]
@@ -62,19 +81,26 @@ def test_report_and_trace_say_how_they_were_costed(tmp_path: Path) -> None:
     assert prov["xdsl_version"] == "0.74.0"
     assert prov["device"] == "h100"
     assert prov["profiles"] == [
-        {"path": str(prof), "sha256": "sha256:" + hashlib.sha256(prof.read_bytes()).hexdigest()}]
+        {"path": str(prof), "sha256": "sha256:" + hashlib.sha256(prof.read_bytes()).hexdigest()}
+    ]
     assert prov["comm_tables"] == []
     [shipped] = prov["device_comm_table"]
     assert shipped["path"].endswith("comm_h100.csv")
-    assert shipped["sha256"] == "sha256:" + hashlib.sha256(Path(shipped["path"]).read_bytes()).hexdigest()
+    assert (
+        shipped["sha256"]
+        == "sha256:" + hashlib.sha256(Path(shipped["path"]).read_bytes()).hexdigest()
+    )
     # func.return counts as an op of the block: zero-cost, from the roofline (0 FLOPs)
     counts = doc["time_sources"]
     assert counts["attribute"] == 1
     assert counts["profile"] == 1
     assert counts["table"] == 1
     assert counts["zero"] == 1
-    events = {e["name"]: e["args"]["time_source"]
-              for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"}
+    events = {
+        e["name"]: e["args"]["time_source"]
+        for e in json.loads(trace.read_text())["traceEvents"]
+        if e["ph"] == "X"
+    }
     assert events["comp.scale %a"] == "attribute"
     assert events["comp.gelu %b"] == "profile"
     assert events["comm.allreduce %c"] == "table"
@@ -85,4 +111,5 @@ def test_version_names_lancet_mlir() -> None:
     res = run_tool(["lancet-opt", "-v"])
     assert res.returncode == 0
     assert res.stdout.strip() == (
-        f"lancet-opt (lancet-mlir {metadata.version('lancet-mlir')}) built on xdsl 0.74.0")
+        f"lancet-opt (lancet-mlir {metadata.version('lancet-mlir')}) built on xdsl 0.74.0"
+    )

@@ -39,8 +39,7 @@ def _func_ops(module: ModuleOp) -> list[Operation]:
 def _names(module: ModuleOp) -> list[str]:
     """Each body op as `name(result hints)`, e.g. `comm.allreduce(b,c)`."""
     return [
-        f"{op.name}({','.join(r.name_hint or '' for r in op.results)})"
-        for op in _func_ops(module)
+        f"{op.name}({','.join(r.name_hint or '' for r in op.results)})" for op in _func_ops(module)
     ]
 
 
@@ -103,7 +102,11 @@ def test_graph_orders_memory_effects() -> None:
     """Store -> both loads (a write before reads); the two loads stay unordered."""
     graph = DataflowGraph.from_ops(_func_ops(parse(MEMORY)))
     assert [op.name for op in graph.ops] == [
-        "comm.allreduce", "tensor.extract", "memref.store", "memref.load", "memref.load"
+        "comm.allreduce",
+        "tensor.extract",
+        "memref.store",
+        "memref.load",
+        "memref.load",
     ]
     assert graph.preds == [[], [0], [1], [2], [2]]
 
@@ -113,7 +116,11 @@ def test_fifo_keeps_a_load_after_the_store_it_reads() -> None:
     for the all-reduce), so it read the old value."""
     module = run_pipeline(parse(MEMORY), "data-parallel-schedule")
     assert [op.name for op in _func_ops(module)] == [
-        "comm.allreduce", "tensor.extract", "memref.store", "memref.load", "memref.load"
+        "comm.allreduce",
+        "tensor.extract",
+        "memref.store",
+        "memref.load",
+        "memref.load",
     ]
 
 
@@ -132,7 +139,10 @@ def test_effects_nested_in_regions_count_for_the_op() -> None:
     """
     module = run_pipeline(parse(text), "data-parallel-schedule")
     assert [op.name for op in _func_ops(module)] == [
-        "comm.allreduce", "tensor.extract", "scf.for", "memref.load"
+        "comm.allreduce",
+        "tensor.extract",
+        "scf.for",
+        "memref.load",
     ]
 
 
@@ -141,19 +151,49 @@ def test_effects_nested_in_regions_count_for_the_op() -> None:
     ("spec", "message"),
     [
         # `true` used to pass as the integer 1 (bool is an int subclass)
-        ("comm-bucket-fusion{bucket-bytes=true}", "comm-bucket-fusion: option bucket-bytes expects an integer, got true"),
-        ("ddp-bucket-schedule{bucket-bytes=true}", "ddp-bucket-schedule: option bucket-bytes expects an integer, got true"),
-        ("tutel-pipeline{degree=true}", "tutel-pipeline: option degree expects an integer, got true"),
-        ("import-stablehlo{world-size=true}", "import-stablehlo: option world-size expects an integer, got true"),
-        ("simulate{comm-streams=false}", "simulate: option comm-streams expects an integer, got false"),
-        ("lancet-schedule{overlap-slowdown=true}", "lancet-schedule: option overlap-slowdown expects a number, got true"),
+        (
+            "comm-bucket-fusion{bucket-bytes=true}",
+            "comm-bucket-fusion: option bucket-bytes expects an integer, got true",
+        ),
+        (
+            "ddp-bucket-schedule{bucket-bytes=true}",
+            "ddp-bucket-schedule: option bucket-bytes expects an integer, got true",
+        ),
+        (
+            "tutel-pipeline{degree=true}",
+            "tutel-pipeline: option degree expects an integer, got true",
+        ),
+        (
+            "import-stablehlo{world-size=true}",
+            "import-stablehlo: option world-size expects an integer, got true",
+        ),
+        (
+            "simulate{comm-streams=false}",
+            "simulate: option comm-streams expects an integer, got false",
+        ),
+        (
+            "lancet-schedule{overlap-slowdown=true}",
+            "lancet-schedule: option overlap-slowdown expects a number, got true",
+        ),
         # wrong types used to read "Incompatible types: given ('abc',), expected <class 'int'>"
         ("tutel-pipeline{degree=2.0}", "tutel-pipeline: option degree expects an integer, got 2.0"),
-        ("lancet-schedule{comm-streams=1,2}", "lancet-schedule: option comm-streams expects an integer, got 1,2"),
-        ("lancet-schedule{overlap-slowdown=inf}", "lancet-schedule: option overlap-slowdown expects a number, got 'inf'"),
-        ("comm-bucket-fusion{kinds=allreduce,7}", "comm-bucket-fusion: option kinds expects a comma-separated list of strings, got 'allreduce',7"),
+        (
+            "lancet-schedule{comm-streams=1,2}",
+            "lancet-schedule: option comm-streams expects an integer, got 1,2",
+        ),
+        (
+            "lancet-schedule{overlap-slowdown=inf}",
+            "lancet-schedule: option overlap-slowdown expects a number, got 'inf'",
+        ),
+        (
+            "comm-bucket-fusion{kinds=allreduce,7}",
+            "comm-bucket-fusion: option kinds expects a comma-separated list of strings, got 'allreduce',7",
+        ),
         # unknown options name the pass and list the real ones
-        ("ddp-bucket-schedule{bucket=8}", "ddp-bucket-schedule: unknown option bucket; options: bucket-bytes"),
+        (
+            "ddp-bucket-schedule{bucket=8}",
+            "ddp-bucket-schedule: unknown option bucket; options: bucket-bytes",
+        ),
         ("program-order{x=1}", "program-order: unknown option x (the pass takes no options)"),
     ],
 )
@@ -166,8 +206,14 @@ def test_bad_option_types_name_the_pass_and_option(spec: str, message: str) -> N
 @pytest.mark.parametrize(
     ("pass_", "message"),
     [
-        (CommBucketFusionPass(bucket_bytes=True), "comm-bucket-fusion: bucket-bytes must be an integer, got true"),
-        (DdpBucketSchedulePass(bucket_bytes=-3), "ddp-bucket-schedule: bucket-bytes must be >= 1, got -3"),
+        (
+            CommBucketFusionPass(bucket_bytes=True),
+            "comm-bucket-fusion: bucket-bytes must be an integer, got true",
+        ),
+        (
+            DdpBucketSchedulePass(bucket_bytes=-3),
+            "ddp-bucket-schedule: bucket-bytes must be >= 1, got -3",
+        ),
         (TutelPipelinePass(degree=0), "tutel-pipeline: degree must be >= 1, got 0"),
     ],
 )
@@ -194,7 +240,10 @@ def test_cli_bad_option_type_is_one_line(tmp_path) -> None:
     src.write_text(CROSSED)
     res = run_tool(["lancet-opt", str(src), "-p", "tutel-pipeline{degree=true}"])
     assert res.returncode == 1
-    assert res.stderr == "lancet-opt: error: tutel-pipeline: option degree expects an integer, got true\n"
+    assert (
+        res.stderr
+        == "lancet-opt: error: tutel-pipeline: option degree expects an integer, got true\n"
+    )
 
 
 # ---- simulate: functions of the same name in different modules -----------------------------
@@ -264,15 +313,36 @@ for spec, path in {jobs!r}:
 def test_every_pass_is_deterministic_across_hash_seeds(tmp_path) -> None:
     model = tmp_path / "model.mlir"
     res = run_tool(
-        ["lancet-model", "gpt2-moe", "--layers", "2", "--hidden", "64", "--heads", "4",
-         "--seq", "16", "--batch", "2", "--world-size", "2", "--experts-per-rank", "2",
-         "--vocab", "128", "-o", str(model)]
+        [
+            "lancet-model",
+            "gpt2-moe",
+            "--layers",
+            "2",
+            "--hidden",
+            "64",
+            "--heads",
+            "4",
+            "--seq",
+            "16",
+            "--batch",
+            "2",
+            "--world-size",
+            "2",
+            "--experts-per-rank",
+            "2",
+            "--vocab",
+            "128",
+            "-o",
+            str(model),
+        ]
     )
     assert res.returncode == 0, res.stderr
     hlo = REPO / "test/data/stablehlo/moe_step.cpu.scheduled.generic.mlir"
     specs = sorted(get_all_passes())
     jobs = [(s, str(hlo if s == "import-stablehlo" else model)) for s in specs]
-    jobs.append(("comm-bucket-fusion{bucket-bytes=2048},ddp-bucket-schedule{bucket-bytes=4096}", str(model)))
+    jobs.append(
+        ("comm-bucket-fusion{bucket-bytes=2048},ddp-bucket-schedule{bucket-bytes=4096}", str(model))
+    )
     script = tmp_path / "run.py"
     script.write_text(_SEED_SCRIPT.format(helpers=str(REPO / "test/python"), jobs=jobs))
     outs = []
@@ -296,18 +366,24 @@ def mixed_dags(draw: st.DrawFn) -> str:
     """
     n = draw(st.integers(min_value=1, max_value=36))
     roles = draw(st.booleans())  # without any role, every all-reduce is a gradient for DDP
-    lines = [f"builtin.module attributes {{lancet.world_size = 4 : i64}} {{\nfunc.func @f(%arg: {T}) -> {T} {{"]
+    lines = [
+        f"builtin.module attributes {{lancet.world_size = 4 : i64}} {{\nfunc.func @f(%arg: {T}) -> {T} {{"
+    ]
     values = ["%arg"]
     for i in range(n):
         recent = values[-5:]
         if draw(st.booleans()) and len(values) > 1:
             src = draw(st.sampled_from(values[1:][-5:]))
-            how = draw(st.sampled_from(["", " reduce max", "", " reduce max", " group <[[0, 1], [2, 3]]>"]))
+            how = draw(
+                st.sampled_from(["", " reduce max", "", " reduce max", " group <[[0, 1], [2, 3]]>"])
+            )
             lines.append(f"  %v{i} = comm.allreduce {src}{how} {{id = {i}}} : ({T}) -> {T}")
         else:
             k = draw(st.integers(min_value=0, max_value=3))
             srcs = draw(st.lists(st.sampled_from(recent), min_size=k, max_size=k))
-            role = f', lancet.role = "{draw(st.sampled_from(["dw", "dw", "fwd"]))}"' if roles else ""
+            role = (
+                f', lancet.role = "{draw(st.sampled_from(["dw", "dw", "fwd"]))}"' if roles else ""
+            )
             types = ", ".join([T] * len(srcs))
             lines.append(
                 f'  %v{i} = "test.op"({", ".join(srcs)}) {{id = {i}{role}}} : ({types}) -> {T}'
@@ -351,13 +427,17 @@ def _check_bucketing(text: str, spec: str) -> None:
     assert all(not (reach[i] >> i) & 1 for i in range(len(graph)))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(mixed_dags(), st.sampled_from([128, 256, 10_000]))
 def test_ddp_bucket_schedule_keeps_dataflow_and_order(text: str, bucket: int) -> None:
     _check_bucketing(text, f"ddp-bucket-schedule{{bucket-bytes={bucket}}}")
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(mixed_dags(), st.sampled_from([128, 256, 10_000]))
 def test_comm_bucket_fusion_keeps_dataflow_with_several_kinds(text: str, bucket: int) -> None:
     _check_bucketing(text, f"comm-bucket-fusion{{bucket-bytes={bucket}}}")
@@ -394,8 +474,16 @@ def test_report_json_of_cross_kind_buckets(tmp_path) -> None:
     src = tmp_path / "g.mlir"
     src.write_text(CROSSED)
     report = tmp_path / "r.json"
-    res = run_tool(["lancet-opt", str(src), "-p", "comm-bucket-fusion,lancet-schedule",
-                    "--report", str(report)])
+    res = run_tool(
+        [
+            "lancet-opt",
+            str(src),
+            "-p",
+            "comm-bucket-fusion,lancet-schedule",
+            "--report",
+            str(report),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(report.read_text())["num_collectives"] == 3
     assert "comm.allreduce %b_in, %c_in reduce max" in res.stdout

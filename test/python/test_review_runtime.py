@@ -183,8 +183,9 @@ def test_flat_comm_table_grows_at_link_bandwidth_above_its_range(tmp_path: Path)
 
 # ---- tools: fail before the long work, stdin, argument checks ---------------------------------------
 def _measure_args(module: str, output: str | None) -> MeasureJob:
-    return MeasureJob(module=module, backend="cpu", output=output,
-                      options=MeasureOptions(warmup=0, iters=1))
+    return MeasureJob(
+        module=module, backend="cpu", output=output, options=MeasureOptions(warmup=0, iters=1)
+    )
 
 
 def test_measure_checks_the_output_folder_before_measuring(
@@ -259,7 +260,9 @@ def test_bad_numbers_name_the_option(
 def test_show_xla_and_matmul_tables(capsys: pytest.CaptureFixture[str]) -> None:
     from lancet_mlir.tools.lancet_profile import main
 
-    xla = str(Path(__file__).resolve().parents[1] / "data" / "profile" / "xla_collective_subset.csv")
+    xla = str(
+        Path(__file__).resolve().parents[1] / "data" / "profile" / "xla_collective_subset.csv"
+    )
     code, _, err = _cli(main, ["show", xla], capsys)  # several GPUs: which one?
     assert (code, err) == (1, f"lancet-profile: error: {xla}: an XLA perf table holds several "
                               "GPUs; pass --device D or --gpu G to choose one\n")  # fmt: skip
@@ -312,7 +315,8 @@ def test_compare_reads_at_most_one_module_from_stdin(capsys: pytest.CaptureFixtu
     # was: the second read of stdin found it empty ("<stdin>:1:1: Could not parse entire input!")
     code, _, err = _cli(main, ["--compare", "-", "-"], capsys)
     assert (code, err) == (
-        1, "lancet-run: error: --compare: stdin ('-') can hold only one of the two modules\n"
+        1,
+        "lancet-run: error: --compare: stdin ('-') can hold only one of the two modules\n",
     )
 
 

@@ -84,13 +84,27 @@ def test_compare_same_and_different(tmp_path: Path, capsys: pytest.CaptureFixtur
     [
         ([], "give a module to run, or --compare A B"),
         (["missing.mlir"], "missing.mlir: no such file"),
-        (["DATA/collectives_w4.mlir"], "--ranks: runs 1 rank, but the module declares lancet.world_size = 4"),
-        (["DATA/moe_step_w1.mlir", "--func", "nope"], "no function @nope in the module (functions: @train_step)"),
-        (["DATA/moe_step_w1.mlir", "--save", "/nonexistent/dir/o.npz"], "/nonexistent/dir/o.npz: folder does not exist"),
-        (["--compare", "DATA/moe_step_w1.mlir", "DATA/collectives_w2.mlir"], "take different arguments"),
+        (
+            ["DATA/collectives_w4.mlir"],
+            "--ranks: runs 1 rank, but the module declares lancet.world_size = 4",
+        ),
+        (
+            ["DATA/moe_step_w1.mlir", "--func", "nope"],
+            "no function @nope in the module (functions: @train_step)",
+        ),
+        (
+            ["DATA/moe_step_w1.mlir", "--save", "/nonexistent/dir/o.npz"],
+            "/nonexistent/dir/o.npz: folder does not exist",
+        ),
+        (
+            ["--compare", "DATA/moe_step_w1.mlir", "DATA/collectives_w2.mlir"],
+            "take different arguments",
+        ),
     ],
 )
-def test_errors_are_one_line(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_are_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = [a.replace("DATA", str(DATA)) for a in args]
     code, _, err = cli(*args, capsys=capsys)
     assert code == 1

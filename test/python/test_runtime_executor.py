@@ -20,7 +20,9 @@ def f32(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def one_op(body: str, arg_types: list[str], result_types: list[str], world: int | None = None) -> str:
+def one_op(
+    body: str, arg_types: list[str], result_types: list[str], world: int | None = None
+) -> str:
     """A module whose function applies `body` (which defines %r0, %r1, ...) to %a0, %a1, ..."""
     attrs = f" attributes {{lancet.world_size = {world} : i64}}" if world else ""
     args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
@@ -72,7 +74,9 @@ def test_integer_inputs_respect_max_int() -> None:
     from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, TensorType, i64
 
     ty = TensorType(i64, [1000])
-    ids = make_input(ty, DictionaryAttr({"lancet.max_int": IntegerAttr(5, i64)}), seed=0, rank=0, index=0)
+    ids = make_input(
+        ty, DictionaryAttr({"lancet.max_int": IntegerAttr(5, i64)}), seed=0, rank=0, index=0
+    )
     assert ids.dtype == np.int64
     assert ids.min() == 0
     assert ids.max() == 4
@@ -95,7 +99,9 @@ def test_timed_placeholder_ops_are_deterministic_functions_of_inputs() -> None:
 
 def test_unknown_op_is_a_clear_error() -> None:
     text = one_op(
-        '%r0 = "foo.bar"(%a0) : (tensor<4xf32>) -> tensor<4xf32>', ["tensor<4xf32>"], ["tensor<4xf32>"]
+        '%r0 = "foo.bar"(%a0) : (tensor<4xf32>) -> tensor<4xf32>',
+        ["tensor<4xf32>"],
+        ["tensor<4xf32>"],
     )
     with pytest.raises(UserError, match=r"foo\.bar %r0: the runtime cannot execute this op"):
         run(text)
@@ -117,7 +123,9 @@ def test_world_size_must_match_ranks() -> None:
         "%r0 = comm.allreduce %a0 : (tensor<2xf32>) -> tensor<2xf32>", ["tensor<2xf32>"],
         ["tensor<2xf32>"], world=4,
     )  # fmt: skip
-    with pytest.raises(UserError, match="ranks: runs 2 ranks, but the module declares lancet.world_size = 4"):
+    with pytest.raises(
+        UserError, match="ranks: runs 2 ranks, but the module declares lancet.world_size = 4"
+    ):
         run(text, ranks=2)
 
 
@@ -192,7 +200,7 @@ def test_fused_allreduce_with_groups() -> None:
         "(tensor<2xf32>, tensor<1xf32>) -> (tensor<2xf32>, tensor<1xf32>)",
         ["tensor<2xf32>", "tensor<1xf32>"], ["tensor<2xf32>", "tensor<1xf32>"], 4,
     )  # fmt: skip
-    ins = {r: [X4[r], f32([10.0 ** r])] for r in range(4)}
+    ins = {r: [X4[r], f32([10.0**r])] for r in range(4)}
     res = run(text, ins, ranks=4)
     for r in (0, 2):
         np.testing.assert_array_equal(res.outputs[r][0], f32([-3, -1.5]))
@@ -331,7 +339,9 @@ def test_compare_modules_detects_a_changed_computation() -> None:
     assert same.max_abs_err == 0.0
     diff = compare_modules(ma, mc, ranks=1, seed=3)
     assert not diff.ok
-    x = make_input(ma.body.block.first_op.function_type.inputs.data[0], None, seed=3, rank=0, index=0)
+    x = make_input(
+        ma.body.block.first_op.function_type.inputs.data[0], None, seed=3, rank=0, index=0
+    )
     assert diff.max_abs_err == pytest.approx(float(np.max(np.abs(x * np.float32(0.001)))), rel=1e-3)
     assert diff.max_rel_err == pytest.approx(0.001 / 2.001, rel=1e-3)
 
@@ -343,13 +353,18 @@ def test_all_to_allv_four_ranks_with_groups() -> None:
         ["tensor<2x2xf32>", "tensor<2xi64>"], ["tensor<2x2xf32>", "tensor<2xi64>"], 4,
     )  # fmt: skip
     # rank r: chunk j = row j (capacity 2); the first counts[j] entries go to member j
-    ins = {r: [f32([[10 * r, 10 * r + 1], [10 * r + 2, 10 * r + 3]]), np.array([2, 1])] for r in range(4)}
+    ins = {
+        r: [f32([[10 * r, 10 * r + 1], [10 * r + 2, 10 * r + 3]]), np.array([2, 1])]
+        for r in range(4)
+    }
     ins[3][1] = np.array([0, 2])
     res = run(text, ins, ranks=4)
     # group [0, 3]: member 0 = rank 0, member 1 = rank 3
     np.testing.assert_array_equal(res.outputs[0][0], f32([[0, 1], [0, 0]]))  # 2 rows of r0, 0 of r3
     np.testing.assert_array_equal(res.outputs[0][1], np.array([2, 0]))
-    np.testing.assert_array_equal(res.outputs[3][0], f32([[2, 0], [32, 33]]))  # 1 row of r0, 2 of r3
+    np.testing.assert_array_equal(
+        res.outputs[3][0], f32([[2, 0], [32, 33]])
+    )  # 1 row of r0, 2 of r3
     np.testing.assert_array_equal(res.outputs[3][1], np.array([1, 2]))
     # group [1, 2]
     np.testing.assert_array_equal(res.outputs[2][0], f32([[12, 0], [22, 0]]))

@@ -38,7 +38,9 @@ def _env() -> dict[str, str]:
 def mpirun(n: int, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """`mpiexec -n n python -m lancet_mlir.tools.lancet_run args...`."""
     argv = [*mpiexec_argv(n), sys.executable, "-m", "lancet_mlir.tools.lancet_run", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=_env(), cwd=cwd)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=TIMEOUT, env=_env(), cwd=cwd
+    )
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -63,11 +65,18 @@ def test_mpi_run_equals_simulated_ranks(tmp_path: Path, n: int, name: str) -> No
             if a[key].dtype.kind in "iub":
                 np.testing.assert_array_equal(a[key], b[key], err_msg=key)
             else:  # MPI's reduction order may differ from the simulated left-to-right sum
-                np.testing.assert_allclose(a[key], b[key], rtol=2e-3 if a[key].dtype == np.float16 else 1e-5,
-                                           atol=1e-6, err_msg=key)
+                np.testing.assert_allclose(
+                    a[key],
+                    b[key],
+                    rtol=2e-3 if a[key].dtype == np.float16 else 1e-5,
+                    atol=1e-6,
+                    err_msg=key,
+                )
 
 
-def _inputs_npz(path: Path, module_path: Path, n: int, seed: int = 0) -> dict[int, list[np.ndarray]]:
+def _inputs_npz(
+    path: Path, module_path: Path, n: int, seed: int = 0
+) -> dict[int, list[np.ndarray]]:
     func = select_function(load_module(str(module_path)).module)
     types, attrs = list(func.function_type.inputs.data), list(func.arg_attrs.data)
     values = {r: make_inputs(types, attrs, seed=seed, rank=r) for r in range(n)}
@@ -116,7 +125,9 @@ def test_kernel_failure_after_a_collective_names_the_rank(tmp_path: Path) -> Non
     # the good inputs run fine and every rank gets the gathered rows
     values[1][1] = np.array([1, 2])
     _save_inputs(tmp_path / "in.npz", values)
-    proc = mpirun(4, str(module), "--inputs", str(tmp_path / "in.npz"), "--save", str(tmp_path / "o.npz"))
+    proc = mpirun(
+        4, str(module), "--inputs", str(tmp_path / "in.npz"), "--save", str(tmp_path / "o.npz")
+    )
     assert proc.returncode == 0, proc.stderr
     with np.load(tmp_path / "o.npz") as out:
         np.testing.assert_array_equal(out["rank3/0"], np.full((8, 2), 4.0, np.float32))
@@ -127,7 +138,9 @@ def test_different_modules_on_different_ranks_are_detected(tmp_path: Path) -> No
     b = tmp_path / "b.mlir"
     text = (DATA / "collectives_w2.mlir").read_text()
     a.write_text(text)
-    b.write_text(text.replace("%m1 = comm.allreduce %x reduce max", "%m1 = comm.allreduce %x reduce min"))
+    b.write_text(
+        text.replace("%m1 = comm.allreduce %x reduce max", "%m1 = comm.allreduce %x reduce min")
+    )
     run = [sys.executable, "-m", "lancet_mlir.tools.lancet_run"]
     argv = [*mpiexec_argv(1), *run, str(a), ":", "-n", "1", *run, str(b)]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=_env())

@@ -69,7 +69,9 @@ def _params(pipelines: list[str]) -> list:
     out = []
     for p in pipelines:
         missing = _missing_pass(p)
-        marks = [pytest.mark.skip(reason=f"pass '{missing}' is not implemented yet")] if missing else []
+        marks = (
+            [pytest.mark.skip(reason=f"pass '{missing}' is not implemented yet")] if missing else []
+        )
         out.append(pytest.param(p, marks=marks, id=p))
     return out
 
@@ -178,7 +180,12 @@ def test_passes_preserve_values_on_four_mpi_ranks(tmp_path: Path) -> None:
             pairs.append([f"{name} | {pipeline}", str(src), str(dst)])
     (tmp_path / "pairs.json").write_text(json.dumps(pairs))
     (tmp_path / "check.py").write_text(_MPI_SCRIPT)
-    argv = [*mpiexec_argv(4), sys.executable, str(tmp_path / "check.py"), str(tmp_path / "pairs.json")]
+    argv = [
+        *mpiexec_argv(4),
+        sys.executable,
+        str(tmp_path / "check.py"),
+        str(tmp_path / "pairs.json"),
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=_mpi_env())
     assert proc.returncode == 0, proc.stderr
     per_rank = json.loads(proc.stdout.strip().splitlines()[-1])

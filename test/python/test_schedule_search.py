@@ -54,8 +54,9 @@ def test_exact_equals_brute_force(p: Problem) -> None:
 def test_exact_on_the_best_fit_example() -> None:
     # c0(2) -> A1(6) -> e(3) -> A2(6) -> g(2); independent w0(10), w2(5): 22 µs of compute
     # and at least 1 µs idle before e (ready at 8, and no fill ends exactly there)
-    p = Problem.from_edges([2, 10, 5, 6, 3, 6, 2], [(0, 3), (3, 4), (4, 5), (5, 6)],
-                           {3: "all_to_all", 5: "all_to_all"})
+    p = Problem.from_edges(
+        [2, 10, 5, 6, 3, 6, 2], [(0, 3), (3, 4), (4, 5), (5, 6)], {3: "all_to_all", 5: "all_to_all"}
+    )
     assert exact_schedule(p).makespan_us == 23.0
 
 
@@ -65,9 +66,11 @@ def test_upward_rank() -> None:
 
 
 def test_incremental_evaluation_matches_full() -> None:
-    p = Problem.from_edges([2, 4, 3, 6, 3, 5, 2, 6, 2, 1, 1],
-                           [(0, 3), (1, 2), (3, 4), (3, 5), (5, 6), (4, 7), (7, 8), (2, 9), (6, 10)],
-                           {2: "allreduce", 3: "all_to_all", 6: "allreduce", 7: "all_to_all"})
+    p = Problem.from_edges(
+        [2, 4, 3, 6, 3, 5, 2, 6, 2, 1, 1],
+        [(0, 3), (1, 2), (3, 4), (3, 5), (5, 6), (4, 7), (7, 8), (2, 9), (6, 10)],
+        {2: "allreduce", 3: "all_to_all", 6: "allreduce", 7: "all_to_all"},
+    )
     comp, _ = split_chains(p.is_comm, range(len(p)))
     comm = [3, 7, 2, 6]  # all-to-alls first
     base = evaluate_chains(p.preds, p.durations, comp, comm)
@@ -76,7 +79,9 @@ def test_incremental_evaluation_matches_full() -> None:
     from lancet_mlir.optimize.chains import resume_point
 
     full = evaluate_chains(p.preds, p.durations, moved, comm)
-    again = evaluate_chains(p.preds, p.durations, moved, comm, resume_point(base, comp, comm, base.start[1]))
+    again = evaluate_chains(
+        p.preds, p.durations, moved, comm, resume_point(base, comp, comm, base.start[1])
+    )
     assert full is not None
     assert again is not None
     assert (again.start, again.end, again.makespan_us) == (full.start, full.end, full.makespan_us)
@@ -88,13 +93,31 @@ def test_pipeline_fixes_an_overfull_window() -> None:
     # 9 µs dW 8 into the 2 µs window of A(1): 59 µs; the optimum runs it during A(4): 52 µs.
     p = Problem.from_edges(
         [1, 2, 9, 8, 9, 6, 2, 1, 9, 8, 3, 8, 1],
-        [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (1, 7), (0, 8), (5, 9), (3, 10), (9, 11), (11, 12)],
+        [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 4),
+            (4, 5),
+            (5, 6),
+            (1, 7),
+            (0, 8),
+            (5, 9),
+            (3, 10),
+            (9, 11),
+            (11, 12),
+        ],
         {1: "all_to_all", 4: "all_to_all", 11: "allreduce"},
     )
     result = run_pipeline(p, "dw", BUDGET)
     assert exact_schedule(p).makespan_us == 52.0
     assert makespan(p, result.order) == 52.0
-    assert [s.name for s in result.stages] == ["input", "list schedule", "dw placement", "local search"]
+    assert [s.name for s in result.stages] == [
+        "input",
+        "list schedule",
+        "dw placement",
+        "local search",
+    ]
 
 
 def test_kicks_find_a_two_move_optimum() -> None:
@@ -106,8 +129,20 @@ def test_kicks_find_a_two_move_optimum() -> None:
     # almost every perturbation cyclic and missed it).
     p = Problem.from_edges(
         [1, 8, 6, 5, 10, 1, 3, 8, 2, 1, 6, 3],
-        [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (3, 7), (2, 8), (4, 9), (7, 10),
-         (8, 10), (10, 11)],
+        [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 4),
+            (4, 5),
+            (5, 6),
+            (3, 7),
+            (2, 8),
+            (4, 9),
+            (7, 10),
+            (8, 10),
+            (10, 11),
+        ],
         {2: "all_to_all", 5: "all_to_all", 6: "all_to_all", 10: "allreduce"},
     )
     assert exact_schedule(p).makespan_us == 44.0
@@ -169,8 +204,9 @@ def test_pipeline_within_2_percent_in_geometric_mean() -> None:
 # ---- fusion ------------------------------------------------------------------------------------
 def fusion_graph(c: float) -> Problem:
     """w1(1) -> r1(2) -> u1(1); w2(1) -> r2(2) -> u2(1); independent compute c."""
-    return Problem.from_edges([1, 2, 1, 1, 2, 1, c], [(0, 1), (1, 2), (3, 4), (4, 5)],
-                              {1: "allreduce", 4: "allreduce"})
+    return Problem.from_edges(
+        [1, 2, 1, 1, 2, 1, c], [(0, 1), (1, 2), (3, 4), (4, 5)], {1: "allreduce", 4: "allreduce"}
+    )
 
 
 def fused_time(group: list[int]) -> float:

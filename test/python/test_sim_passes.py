@@ -39,14 +39,14 @@ class ByName:
         self.times = times
 
     def graph_times(self, graph: DataflowGraph, world_size: int | None = None) -> list[float]:
-        return [self.times.get(op.results[0].name_hint if op.results else "", 0.0)
-                for op in graph.ops]
+        return [
+            self.times.get(op.results[0].name_hint if op.results else "", 0.0) for op in graph.ops
+        ]
 
 
 def attr_values(module, name: str) -> list[float]:
     func = next(op for op in module.walk() if isinstance(op, FuncOp))
-    return [op.attributes[name].value.data for op in func.body.block.ops
-            if name in op.attributes]
+    return [op.attributes[name].value.data for op in func.body.block.ops if name in op.attributes]
 
 
 # ---- simulate ----------------------------------------------------------------------------------
@@ -67,10 +67,22 @@ def test_simulate_pass_writes_hand_computed_times() -> None:
     ("spec", "message"),
     [
         ("simulate{comm-streams=0}", "simulate: comm-streams must be >= 1, got 0"),
-        ("simulate{overlap-slowdown=0.5}", r"simulate: overlap-slowdown must be finite and >= 1\.0, got 0\.5"),
-        ("lancet-schedule{overlap-slowdown=0.9}", "lancet-schedule: overlap-slowdown must be finite"),
-        ("lancet-schedule{comm-streams=true}", "lancet-schedule: option comm-streams expects an integer, got true"),
-        ("simulate{overlap-slowdown=true}", "simulate: option overlap-slowdown expects a number, got true"),
+        (
+            "simulate{overlap-slowdown=0.5}",
+            r"simulate: overlap-slowdown must be finite and >= 1\.0, got 0\.5",
+        ),
+        (
+            "lancet-schedule{overlap-slowdown=0.9}",
+            "lancet-schedule: overlap-slowdown must be finite",
+        ),
+        (
+            "lancet-schedule{comm-streams=true}",
+            "lancet-schedule: option comm-streams expects an integer, got true",
+        ),
+        (
+            "simulate{overlap-slowdown=true}",
+            "simulate: option overlap-slowdown expects a number, got true",
+        ),
     ],
 )
 def test_bad_pass_options(spec: str, message: str) -> None:
@@ -129,7 +141,9 @@ def random_blocks(draw: st.DrawFn) -> str:
     lines = []
     for i in range(n):
         k = draw(st.integers(min_value=0, max_value=min(i, 2)))
-        operands = draw(st.lists(st.integers(0, i - 1), min_size=k, max_size=k, unique=True)) if i else []
+        operands = (
+            draw(st.lists(st.integers(0, i - 1), min_size=k, max_size=k, unique=True)) if i else []
+        )
         args = [f"%v{j}" for j in operands] or ["%x"]
         time_us = draw(st.integers(min_value=0, max_value=8))
         attrs = f"{{lancet.time_us = {time_us}.0 : f64}}"
@@ -137,8 +151,12 @@ def random_blocks(draw: st.DrawFn) -> str:
         if i and draw(st.booleans()):
             res = ", ".join([T] * len(args))
             names = ", ".join(f"%v{i}_{m}" for m in range(len(args)))
-            lines.append(f"  {names} = comm.allreduce {', '.join(args)} {attrs} : ({types}) -> ({res})")
-            lines.append(f'  %v{i} = "test.op"(%v{i}_0) {{lancet.time_us = 0.0 : f64}} : ({T}) -> {T}')
+            lines.append(
+                f"  {names} = comm.allreduce {', '.join(args)} {attrs} : ({types}) -> ({res})"
+            )
+            lines.append(
+                f'  %v{i} = "test.op"(%v{i}_0) {{lancet.time_us = 0.0 : f64}} : ({T}) -> {T}'
+            )
             continue
         lines.append(f'  %v{i} = "test.op"({", ".join(args)}) {attrs} : ({types}) -> {T}')
     body = "\n".join(lines)
@@ -166,8 +184,20 @@ def test_lancet_opt_report_timeline_and_gantt(tmp_path) -> None:
     src = tmp_path / "in.mlir"
     src.write_text(BRIEF)
     report, trace, gantt = tmp_path / "r.json", tmp_path / "t.json", tmp_path / "g.png"
-    res = run_tool(["lancet-opt", str(src), "-p", "lancet-schedule",
-                    "--report", str(report), "--timeline", str(trace), "--gantt", str(gantt)])
+    res = run_tool(
+        [
+            "lancet-opt",
+            str(src),
+            "-p",
+            "lancet-schedule",
+            "--report",
+            str(report),
+            "--timeline",
+            str(trace),
+            "--gantt",
+            str(gantt),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     assert "%b = " in res.stdout
     data = json.loads(report.read_text())
@@ -197,7 +227,9 @@ def test_lancet_opt_report_timeline_and_gantt(tmp_path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["g.png", "in.mlir", "r.json", "t.json"]
 
 
-@pytest.mark.parametrize("text", ["builtin.module {}", "builtin.module {\n  func.func @f() {\n    func.return\n  }\n}\n"])
+@pytest.mark.parametrize(
+    "text", ["builtin.module {}", "builtin.module {\n  func.func @f() {\n    func.return\n  }\n}\n"]
+)
 def test_report_times_of_an_empty_module_are_floats(tmp_path, text: str) -> None:
     """Times are floats (0.0) even where nothing runs; counts stay integers."""
     src, report = tmp_path / "in.mlir", tmp_path / "r.json"
@@ -220,8 +252,9 @@ def test_lancet_opt_report_errors_leave_no_file(tmp_path) -> None:
     assert res.stderr.strip().splitlines() == [
         f"lancet-opt: error: --report {tmp_path / 'no' / 'r.json'}: folder does not exist"
     ]
-    res = run_tool(["lancet-opt", str(src), "--overlap-slowdown", "0.5",
-                    "--report", str(tmp_path / "r.json")])
+    res = run_tool(
+        ["lancet-opt", str(src), "--overlap-slowdown", "0.5", "--report", str(tmp_path / "r.json")]
+    )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
         "lancet-opt: error: --overlap-slowdown: must be finite and >= 1.0, got 0.5"

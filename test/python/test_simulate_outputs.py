@@ -65,7 +65,9 @@ PASSES["moe-partition"] = "moe-partition{parts=2}"
 
 
 @pytest.mark.parametrize("spec", sorted(PASSES.values()))
-def test_xdsl_opt_and_lancet_opt_agree_for_every_pass(model: Path, tmp_path: Path, spec: str) -> None:
+def test_xdsl_opt_and_lancet_opt_agree_for_every_pass(
+    model: Path, tmp_path: Path, spec: str
+) -> None:
     x_ir, x_report = tmp_path / "x.mlir", tmp_path / "x.json"
     l_ir, l_report = tmp_path / "l.mlir", tmp_path / "l.json"
     _xdsl_opt([str(model), "-p", f'{spec},simulate{{annotate=false report="{x_report}"}}',
@@ -97,7 +99,9 @@ def test_flags_and_pass_write_the_same_bytes(model: Path, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG"), (".svg", b"<?xml"),
                                                (".pdf", b"%PDF")])  # fmt: skip
-def test_gantt_writes_the_format_its_suffix_names(tmp_path: Path, suffix: str, magic: bytes) -> None:
+def test_gantt_writes_the_format_its_suffix_names(
+    tmp_path: Path, suffix: str, magic: bytes
+) -> None:
     picture = tmp_path / f"g{suffix}"
     run_pipeline(parse(STEP), f'simulate{{gantt="{picture}"}}')
     assert picture.read_bytes().startswith(magic)
@@ -148,4 +152,3 @@ def test_window_warnings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "lancet-opt: warning: --gantt-window '1ms:' starts after the end of the timeline "
         "(14 µs): the picture shows no ops",
     ]
-

@@ -51,7 +51,7 @@ def windowed_layer(sizes: list[int]) -> str:
     lnames = ", ".join(f"%l{k}" for k in range(n))
     xnames = ", ".join(f"%x{k}" for k in range(n))
     lines = [
-        f"%o0 = comp.zeros {{shape = array<i64: 4>, dtype = \"i64\"}} : () -> {t(4, dtype='i64')}",
+        f'%o0 = comp.zeros {{shape = array<i64: 4>, dtype = "i64"}} : () -> {t(4, dtype="i64")}',
         f"{lnames} = comp.split %logits {attr} : ({t(s, 4)}) -> ({', '.join(t(z, 4) for z in sizes)})",
         f"{xnames} = comp.split %x {attr} : ({t(s, M)}) -> ({', '.join(t(z, M) for z in sizes)})",
     ]

@@ -10,7 +10,15 @@ from functools import cache
 import pytest
 from torch_ranks import run_ranks
 
-CHECKS = ["capacity", "capacity:2", "dropless", "mlp", "mlp:compile", "capacity:compile"]
+CHECKS = [
+    "capacity",
+    "capacity:2",
+    "dropless",
+    "mlp",
+    "mlp:compile",
+    "capacity:compile",
+    "plan:auto",
+]
 
 
 @cache
@@ -33,6 +41,19 @@ def test_partitioned_capacity_moe_values() -> None:
     for rank in results():
         got = rank["capacity:2"]
         assert got["all_to_alls"] == 8
+        assert got["original_equal"]
+        assert got["optimized_close"], got["max_abs_diff"]
+
+
+def test_library_plan_values() -> None:
+    # partition="auto": the partition library's plan (the forward pair in 2 parts along the
+    # capacity axis, the backward pair whole: test_torch_plan.py) realised on the FX graph
+    # and scheduled; 4 + 2 all-to-alls (the old uniform route had 4 or 8). Values as for
+    # forced parts: f32 tolerance 1e-5 (relative and absolute).
+    for rank in results():
+        got = rank["plan:auto"]
+        assert got["moe_plan"] == [("all_to_all_single", 2)]
+        assert got["all_to_alls"] == 6
         assert got["original_equal"]
         assert got["optimized_close"], got["max_abs_diff"]
 

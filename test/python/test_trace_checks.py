@@ -29,27 +29,37 @@ def _trace(durs: dict[str, float]) -> dict[str, Any]:
     return doc
 
 
-def test_overlap_warns_once_and_replay_still_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_overlap_warns_once_and_replay_still_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(_trace({"gemm_a": 35})))  # 15..50: add_b (45) starts 5 us early
     with pytest.raises(SystemExit) as info:
         lancet_trace.main(["replay", str(path)])
     assert info.value.code == 0
     err = capsys.readouterr().err
-    assert err == (f"lancet-trace: warning: {path}: stream 7: kernel 'add_b' at ts 45 starts before "
-                   "'gemm_a' ends (overlap 5 us)\n")
+    assert err == (
+        f"lancet-trace: warning: {path}: stream 7: kernel 'add_b' at ts 45 starts before "
+        "'gemm_a' ends (overlap 5 us)\n"
+    )
 
 
-def test_many_overlaps_are_one_line_with_a_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_many_overlaps_are_one_line_with_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "t.json"
-    path.write_text(json.dumps(_trace({"gemm_a": 35, "add_b": 40.5})))  # add_b 45..85.5 past add_c (75)
+    path.write_text(
+        json.dumps(_trace({"gemm_a": 35, "add_b": 40.5}))
+    )  # add_b 45..85.5 past add_c (75)
     with pytest.raises(SystemExit) as info:
         lancet_trace.main(["import", str(path), "-o", str(tmp_path / "t.mlir")])
     assert info.value.code == 0
     assert "trace.kernel" in (tmp_path / "t.mlir").read_text()
     err = capsys.readouterr().err
-    assert err == (f"lancet-trace: warning: {path}: stream 7: kernel 'add_b' at ts 45 starts before "
-                   "'gemm_a' ends (overlap 5 us); 2 overlaps beyond 1 us in the trace\n")
+    assert err == (
+        f"lancet-trace: warning: {path}: stream 7: kernel 'add_b' at ts 45 starts before "
+        "'gemm_a' ends (overlap 5 us); 2 overlaps beyond 1 us in the trace\n"
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -60,8 +70,9 @@ def test_warning_iff_overlap_beyond_tolerance(shift: float) -> None:
     overlap = 15 + (30 + shift) - 45  # as the reader computes it
     if overlap > OVERLAP_TOLERANCE_US:
         assert raw.overlap_warning is not None
-        assert raw.overlap_warning.startswith("t.json: stream 7: kernel 'add_b' at ts 45 starts before "
-                                              "'gemm_a' ends (overlap ")
+        assert raw.overlap_warning.startswith(
+            "t.json: stream 7: kernel 'add_b' at ts 45 starts before 'gemm_a' ends (overlap "
+        )
     else:
         assert raw.overlap_warning is None
 

@@ -20,31 +20,87 @@ from lancet_mlir.importers.traces.fidelity import gemm_dtype, gemm_groups, model
 
 
 def _trace(path: Path) -> Path:
-    ev: list[dict] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
-                       "ts": 0, "dur": 200, "args": {}}]
+    ev: list[dict] = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 200,
+            "args": {},
+        }
+    ]
     ops = [  # (ATen op, Input Dims, Input type, [(kernel, measured us)])
-        ("aten::mm", [[16, 512], [512, 512]], ["float", "float"],
-         [("volta_sgemm_64x32_sliced1x4_nn", 13.0), ("splitKreduce_kernel", 6.0)]),
-        ("fbgemm::split_embedding_codegen_lookup_adagrad_function", [[1048576, 64], [768]],
-         ["float", "long int"], [("void fbgemm_gpu::split_embedding_codegen_forward_kernel", 7.0)]),
-        ("aten::cudnn_convolution", [[8, 3, 32, 32], [16, 3, 3, 3]], ["float", "float"],
-         [("volta_sgemm_32x128_nn", 50.0)]),
+        (
+            "aten::mm",
+            [[16, 512], [512, 512]],
+            ["float", "float"],
+            [("volta_sgemm_64x32_sliced1x4_nn", 13.0), ("splitKreduce_kernel", 6.0)],
+        ),
+        (
+            "fbgemm::split_embedding_codegen_lookup_adagrad_function",
+            [[1048576, 64], [768]],
+            ["float", "long int"],
+            [("void fbgemm_gpu::split_embedding_codegen_forward_kernel", 7.0)],
+        ),
+        (
+            "aten::cudnn_convolution",
+            [[8, 3, 32, 32], [16, 3, 3, 3]],
+            ["float", "float"],
+            [("volta_sgemm_32x128_nn", 50.0)],
+        ),
     ]
     t, gpu, corr = 10.0, 20.0, 0
     for name, dims, types, kernels in ops:
-        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t,
-                   "dur": 2.0 * len(kernels) + 1, "args": {"Input Dims": dims, "Input type": types}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 2.0 * len(kernels) + 1,
+                "args": {"Input Dims": dims, "Input type": types},
+            }
+        )
         for kname, dur in kernels:
             corr += 1
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                       "ts": t + 0.5, "dur": 1, "args": {"correlation": corr, "External id": corr}})
-            ev.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": gpu, "dur": dur,
-                       "args": {"stream": 7, "correlation": corr, "External id": corr, "device": 0}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 0.5,
+                    "dur": 1,
+                    "args": {"correlation": corr, "External id": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": kname,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": gpu,
+                    "dur": dur,
+                    "args": {"stream": 7, "correlation": corr, "External id": corr, "device": 0},
+                }
+            )
             t += 2.0
             gpu += dur
         t += 1.0
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
-           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, "traceEvents": ev}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "traceEvents": ev,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -60,18 +116,26 @@ def test_classes_and_split_k_gemm(tmp_path: Path) -> None:
     durations, fid = model_durations([st], None)
     assert get_device("v100").min_matmul_us == 5.0
     assert durations == [[2.5, 2.5, 7.0, 50.0]]
-    assert fid["classes"] == {"gemm": {"count": 1, "median_ratio": round(5.0 / 19.0, 4),
-                                       "p90_ratio": round(5.0 / 19.0, 4)}}
+    assert fid["classes"] == {
+        "gemm": {
+            "count": 1,
+            "median_ratio": round(5.0 / 19.0, 4),
+            "p90_ratio": round(5.0 / 19.0, 4),
+        }
+    }
     assert fid["unmodeled"] == {"embedding": 1, "gemm_unshaped": 1}
 
 
-@pytest.mark.parametrize(("itype", "kernel", "dtype"), [
-    ("float", "cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4", "tf32"),
-    ("float", "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16", "tf32"),
-    ("float", "ampere_sgemm_128x64_nn", "f32"),
-    ("c10::BFloat16", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_nn", "bf16"),
-    ("c10::Half", "volta_h884gemm_64x64_nn", "f16"),
-])
+@pytest.mark.parametrize(
+    ("itype", "kernel", "dtype"),
+    [
+        ("float", "cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4", "tf32"),
+        ("float", "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16", "tf32"),
+        ("float", "ampere_sgemm_128x64_nn", "f32"),
+        ("c10::BFloat16", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_nn", "bf16"),
+        ("c10::Half", "volta_h884gemm_64x64_nn", "f16"),
+    ],
+)
 def test_gemm_dtype_from_kernel(itype: str, kernel: str, dtype: str) -> None:
     """f32 inputs on a TF32 tensor-core kernel are costed as tf32; other dtypes are the inputs'."""
     assert gemm_dtype(itype, kernel) == dtype

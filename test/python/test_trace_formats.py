@@ -34,11 +34,15 @@ def _field(num: int, value: int | bytes | str) -> bytes:
 
 
 def _attr(name: str, value: int | bool) -> bytes:
-    body = _field(1, name) + (_field(27, int(value)) if isinstance(value, bool) else _field(9, value))
+    body = _field(1, name) + (
+        _field(27, int(value)) if isinstance(value, bool) else _field(9, value)
+    )
     return _field(10, body)
 
 
-def _node(nid: int, name: str, ntype: int, dur: int, data_deps=(), ctrl_deps=(), **attrs: int | bool) -> bytes:
+def _node(
+    nid: int, name: str, ntype: int, dur: int, data_deps=(), ctrl_deps=(), **attrs: int | bool
+) -> bytes:
     body = _field(1, nid) + _field(2, name) + _field(3, ntype)
     if ctrl_deps:  # packed repeated
         body += _field(4, b"".join(_varint(d) for d in ctrl_deps))
@@ -59,23 +63,45 @@ def _delimited(messages: list[bytes]) -> bytes:
 NODES = [
     (1, "kernelA", 4, 10, (), (), {"is_cpu_op": False, "tid": 7}),
     (2, "aten::cpu_thing", 4, 50, (1,), (), {"is_cpu_op": True, "tid": 1}),
-    (3, "ncclKernel_AllReduce", 7, 5, (2,), (), {"is_cpu_op": False, "tid": 14, "comm_type": 0, "comm_size": 4096}),
+    (
+        3,
+        "ncclKernel_AllReduce",
+        7,
+        5,
+        (2,),
+        (),
+        {"is_cpu_op": False, "tid": 14, "comm_type": 0, "comm_size": 4096},
+    ),
     (4, "kernelD", 4, 3, (), (), {"is_cpu_op": False, "tid": 7}),
 ]
 
 
 def _chakra_binary(path: Path) -> None:
     meta = _field(1, "0.0.4")
-    path.write_bytes(_delimited([meta] + [_node(i, n, t, d, dd, cd, **a) for i, n, t, d, dd, cd, a in NODES]))
+    path.write_bytes(
+        _delimited([meta] + [_node(i, n, t, d, dd, cd, **a) for i, n, t, d, dd, cd, a in NODES])
+    )
 
 
 def _chakra_json(path: Path, cycle: bool = False) -> None:
     nodes = []
     for i, n, t, d, dd, cd, a in NODES:
-        attr = [{"name": k, ("bool_val" if isinstance(v, bool) else "int64_val"): v} for k, v in a.items()]
+        attr = [
+            {"name": k, ("bool_val" if isinstance(v, bool) else "int64_val"): v}
+            for k, v in a.items()
+        ]
         ctrl = list(cd) + ([4] if cycle and i == 1 else []) + ([1] if cycle and i == 4 else [])
-        nodes.append({"id": i, "name": n, "type": t, "data_deps": list(dd), "ctrl_deps": ctrl,
-                      "duration_micros": d, "attr": attr})
+        nodes.append(
+            {
+                "id": i,
+                "name": n,
+                "type": t,
+                "data_deps": list(dd),
+                "ctrl_deps": ctrl,
+                "duration_micros": d,
+                "attr": attr,
+            }
+        )
     path.write_text(json.dumps({"nodes": nodes}))
 
 
@@ -98,7 +124,9 @@ def test_chakra_replay_and_import(form: str, tmp_path: Path) -> None:
     assert "tensor<4096xi8>" in out.read_text()
 
 
-def test_chakra_ctrl_cycle_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_chakra_ctrl_cycle_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "cycle.json"
     _chakra_json(path, cycle=True)
     with pytest.raises(SystemExit) as info:
@@ -109,8 +137,10 @@ def test_chakra_ctrl_cycle_is_one_error_line(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_pytorch_et_adds_data_dependencies_the_times_satisfy() -> None:
-    steps = load_steps([str(DATA / "dlrm" / "worker0.pt.trace.json.gz")],
-                       et=[str(DATA / "dlrm" / "dlrm_eg_0.json.gz")])
+    steps = load_steps(
+        [str(DATA / "dlrm" / "worker0.pt.trace.json.gz")],
+        et=[str(DATA / "dlrm" / "dlrm_eg_0.json.gz")],
+    )
     st = steps[0]
     assert st.data_deps == 248
     ops = st.graph.ops
@@ -121,13 +151,19 @@ def test_pytorch_et_adds_data_dependencies_the_times_satisfy() -> None:
     assert abs(r["period_error"]) <= 0.02
 
 
-def test_whatif_pipeline_with_data_dependencies(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_whatif_pipeline_with_data_dependencies(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     path = tmp_path / "t.json"
     _chakra_json(path)
     report = tmp_path / "r.json"
     with pytest.raises(SystemExit) as info:
-        lancet_trace.main(["whatif", str(path), "--pipeline", "lancet-schedule", "--report", str(report)])
+        lancet_trace.main(
+            ["whatif", str(path), "--pipeline", "lancet-schedule", "--report", str(report)]
+        )
     assert info.value.code == 0
     pipe = json.loads(report.read_text())["pipeline"]
     assert pipe["simulated_after_us"] <= pipe["simulated_before_us"]  # never worse
-    assert pipe["predicted_period_us"] == pytest.approx(pipe["replayed_period_us"] - pipe["saved_us"])
+    assert pipe["predicted_period_us"] == pytest.approx(
+        pipe["replayed_period_us"] - pipe["saved_us"]
+    )

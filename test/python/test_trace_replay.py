@@ -115,7 +115,9 @@ def test_import_is_deterministic_and_has_comm_ops(tmp_path: Path) -> None:
     assert "lancet.time_us = 3.000000e+01 : f64" in text
 
 
-def test_replay_report_file_and_pipeline_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_report_file_and_pipeline_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = tmp_path / "r.json"
     with pytest.raises(SystemExit) as info:
         lancet_trace.main(["replay", str(DATA / "host_bound.json"), "--report", str(report)])
@@ -123,7 +125,9 @@ def test_replay_report_file_and_pipeline_refused(tmp_path: Path, capsys: pytest.
     assert json.loads(report.read_text())["predicted_period_us"] == 85.0
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
-        lancet_trace.main(["whatif", str(DATA / "host_bound.json"), "--pipeline", "lancet-schedule"])
+        lancet_trace.main(
+            ["whatif", str(DATA / "host_bound.json"), "--pipeline", "lancet-schedule"]
+        )
     assert info.value.code == 1
     assert "reordering is refused" in capsys.readouterr().err
 
@@ -145,8 +149,18 @@ def test_import_is_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
     for seed in ("0", "12345"):
         out = tmp_path / f"m{seed}.mlir"
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "lancet_mlir.tools.lancet_trace", "import",
-                        str(DATA / "event_wait.json"), "-o", str(out)],
-                       check=True, env=env)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lancet_mlir.tools.lancet_trace",
+                "import",
+                str(DATA / "event_wait.json"),
+                "-o",
+                str(out),
+            ],
+            check=True,
+            env=env,
+        )
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]

@@ -24,8 +24,9 @@ def test_fixed_order_launch_overhead_by_hand() -> None:
     assert tl.start == [5.0, 10.0, 15.0, 20.0]
     assert tl.makespan_us == 21.0
     # the same under the event simulation (slowdown 2: op3 runs alone, unaffected)
-    ev = evaluate_fixed_order(_chain(), [1.0, 1.0, 4.0, 1.0], launch_overhead_us=5.0,
-                              overlap_slowdown=2.0)
+    ev = evaluate_fixed_order(
+        _chain(), [1.0, 1.0, 4.0, 1.0], launch_overhead_us=5.0, overlap_slowdown=2.0
+    )
     assert ev.start == [5.0, 10.0, 15.0, 20.0]
     assert ev.makespan_us == 21.0
 
@@ -49,10 +50,14 @@ def _graphs(draw: st.DrawFn) -> tuple[Problem, list[float]]:
 
 @settings(max_examples=60, deadline=None)
 @given(_graphs(), st.sampled_from([1.0, 1.5]), st.integers(1, 2))
-def test_zero_overhead_is_todays_timeline(case: tuple[Problem, list[float]], f: float, k: int) -> None:
+def test_zero_overhead_is_todays_timeline(
+    case: tuple[Problem, list[float]], f: float, k: int
+) -> None:
     g, d = case
     base = evaluate_fixed_order(g, d, overlap_slowdown=f, num_comm_streams=k)
-    zero = evaluate_fixed_order(g, d, overlap_slowdown=f, num_comm_streams=k, launch_overhead_us=0.0)
+    zero = evaluate_fixed_order(
+        g, d, overlap_slowdown=f, num_comm_streams=k, launch_overhead_us=0.0
+    )
     assert (zero.start, zero.end, zero.stream) == (base.start, base.end, base.stream)
     ls = list_schedule(g, d, overlap_slowdown=f, num_comm_streams=k)
     ls0 = list_schedule(g, d, overlap_slowdown=f, num_comm_streams=k, launch_overhead_us=0.0)
@@ -61,7 +66,9 @@ def test_zero_overhead_is_todays_timeline(case: tuple[Problem, list[float]], f: 
 
 @settings(max_examples=60, deadline=None)
 @given(_graphs(), st.floats(0.5, 10.0))
-def test_overhead_never_faster_and_ops_wait_for_launch(case: tuple[Problem, list[float]], L: float) -> None:
+def test_overhead_never_faster_and_ops_wait_for_launch(
+    case: tuple[Problem, list[float]], L: float
+) -> None:
     g, d = case
     base = evaluate_fixed_order(g, d)
     tl = evaluate_fixed_order(g, d, launch_overhead_us=L)
@@ -124,8 +131,17 @@ def test_lancet_opt_launch_overhead_flag_option_and_attribute(tmp_path, capsys) 
     for name, argv in runs.items():
         report = tmp_path / f"{name}.json"
         with pytest.raises(SystemExit) as info:
-            lancet_opt.main([str(src), "--allow-unregistered-dialect", "--world-size", "2",
-                             "--report", str(report), *argv])
+            lancet_opt.main(
+                [
+                    str(src),
+                    "--allow-unregistered-dialect",
+                    "--world-size",
+                    "2",
+                    "--report",
+                    str(report),
+                    *argv,
+                ]
+            )
         assert info.value.code == 0
         capsys.readouterr()
         got[name] = json.loads(report.read_text())
@@ -135,7 +151,15 @@ def test_lancet_opt_launch_overhead_flag_option_and_attribute(tmp_path, capsys) 
     assert "launch_overhead_us" not in got["none"]  # reports without it are as they were
     # the pass option: the annotated function's makespan
     with pytest.raises(SystemExit) as info:
-        lancet_opt.main([str(src), "--allow-unregistered-dialect", "--world-size", "2",
-                         "-p", "simulate{launch-overhead-us=5}"])
+        lancet_opt.main(
+            [
+                str(src),
+                "--allow-unregistered-dialect",
+                "--world-size",
+                "2",
+                "-p",
+                "simulate{launch-overhead-us=5}",
+            ]
+        )
     assert info.value.code == 0
     assert "lancet.makespan_us = 1.900000e+01 : f64" in capsys.readouterr().out

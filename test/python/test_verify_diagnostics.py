@@ -14,15 +14,15 @@ from lancet_mlir.graph.rewrite import ScheduleError, check_dominance
 from lancet_mlir.tools.diagnostics import Expectation, parse_expectations
 from lancet_mlir.tools.lancet_opt import main
 
-BAD_SHAPE = '''%x = "test.op"() : () -> tensor<8xf32>
+BAD_SHAPE = """%x = "test.op"() : () -> tensor<8xf32>
 %r = comm.allreduce %x : (tensor<8xf32>) -> tensor<4xf32>
-'''
-USE_BEFORE_DEF = '''func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {
+"""
+USE_BEFORE_DEF = """func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {
   %y = comp.add %r, %a : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %r = comm.allreduce %a : (tensor<8xf32>) -> tensor<8xf32>
   func.return %y : tensor<8xf32>
 }
-'''
+"""
 SHAPE_MSG = "comm.allreduce: result #0 shape [4] must equal operand shape [8]"
 
 
@@ -70,22 +70,36 @@ def test_matching_expectation_is_accepted(
     ("annotated", "problems"),
     [
         # wrong text: the real error is unexpected and the annotation unmet
-        (BAD_SHAPE + "// expected-error@-1 {{shape [5]}}\n",
-         [f"in.mlir:2: unexpected error: {SHAPE_MSG}",
-          'in.mlir:2: expected error "shape [5]" was not produced']),
+        (
+            BAD_SHAPE + "// expected-error@-1 {{shape [5]}}\n",
+            [
+                f"in.mlir:2: unexpected error: {SHAPE_MSG}",
+                'in.mlir:2: expected error "shape [5]" was not produced',
+            ],
+        ),
         # right text, wrong line
-        (BAD_SHAPE + "// expected-error@-2 {{shape [4]}}\n",
-         [f"in.mlir:2: unexpected error: {SHAPE_MSG}",
-          'in.mlir:1: expected error "shape [4]" was not produced']),
+        (
+            BAD_SHAPE + "// expected-error@-2 {{shape [4]}}\n",
+            [
+                f"in.mlir:2: unexpected error: {SHAPE_MSG}",
+                'in.mlir:1: expected error "shape [4]" was not produced',
+            ],
+        ),
         # wrong kind
-        (BAD_SHAPE + "// expected-warning@-1 {{shape [4]}}\n",
-         [f"in.mlir:2: unexpected error: {SHAPE_MSG}",
-          'in.mlir:2: expected warning "shape [4]" was not produced']),
+        (
+            BAD_SHAPE + "// expected-warning@-1 {{shape [4]}}\n",
+            [
+                f"in.mlir:2: unexpected error: {SHAPE_MSG}",
+                'in.mlir:2: expected warning "shape [4]" was not produced',
+            ],
+        ),
         # no annotation at all
         (BAD_SHAPE, [f"in.mlir:2: unexpected error: {SHAPE_MSG}"]),
         # an annotation on valid IR (it used to pass silently)
-        ('%x = "test.op"() : () -> tensor<8xf32>  // expected-error {{boom}}\n',
-         ['in.mlir:1: expected error "boom" was not produced']),
+        (
+            '%x = "test.op"() : () -> tensor<8xf32>  // expected-error {{boom}}\n',
+            ['in.mlir:1: expected error "boom" was not produced'],
+        ),
     ],
 )
 def test_mismatch_exits_1_and_says_which(
@@ -110,13 +124,17 @@ def test_chunks_keep_file_lines_and_mismatch_writes_no_output(
     assert not out_file.exists()
 
 
-def test_parse_error_and_pass_error_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_parse_error_and_pass_error_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parse_bad = '%x = "test.op"() : () -> tensor<8xf32>\n%r = comm.allreduce %x reduce mean : (tensor<8xf32>) -> tensor<8xf32>\n'
     code, _, err = opt(tmp_path, parse_bad, capsys=capsys)
     assert code == 1
     assert err.startswith("lancet-opt: error: in.mlir:2: unexpected error: Expected `sum`")
     annotated = USE_BEFORE_DEF.replace(
-        "  %y =", "  // expected-error@+1 {{'comp.add' uses a result of 'comm.allreduce' (%r)}}\n  %y =")
+        "  %y =",
+        "  // expected-error@+1 {{'comp.add' uses a result of 'comm.allreduce' (%r)}}\n  %y =",
+    )
     assert opt(tmp_path, annotated, "-p", "data-parallel-schedule", capsys=capsys) == (0, "", "")
     code, _, err = opt(tmp_path, USE_BEFORE_DEF, "-p", "data-parallel-schedule", capsys=capsys)
     assert err == ("lancet-opt: error: in.mlir:2: unexpected error: 'comp.add' uses a result "
@@ -126,9 +144,12 @@ def test_parse_error_and_pass_error_lines(tmp_path: Path, capsys: pytest.Capture
 def test_schedule_error_is_a_located_pass_failure() -> None:
     from helpers import parse
 
-    module = parse(USE_BEFORE_DEF.replace(
-        "(tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>\n",
-        '(tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> loc("model.mlir":7:3)\n'))
+    module = parse(
+        USE_BEFORE_DEF.replace(
+            "(tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>\n",
+            '(tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> loc("model.mlir":7:3)\n',
+        )
+    )
     with pytest.raises(ScheduleError) as info:
         check_dominance(module)
     assert isinstance(info.value, PassFailedException)

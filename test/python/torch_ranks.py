@@ -37,11 +37,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PLAN_CFG = tm.MoeConfig(world=WORLD, d=256, hidden=1024, heads=2, seq=64, batch=8)
+"""The capacity MoE that the partition library's plan splits in part ("plan"): 512 tokens
+per rank, 4 experts of 128 slots, with the costs of `PLAN_COSTS`."""
+PLAN_COSTS: dict[str, Any] = {"cluster": "p3dn", "gpus_per_node": 1, "network_gbps": 25.0}
+"""p3dn's V100s, one per node on a 25 Gb/s network: the exchanges cost about what the
+experts do, so the plan splits the forward pair (in 2) and leaves the backward whole."""
+
+
 def model(name: str, rank: int) -> tuple[Callable[..., Any], list[torch.Tensor]]:
     """The step and this rank's arguments of a named test model."""
     if name == "mlp":
         cfg = tm.MlpConfig(world=WORLD)
         return tm.ddp_mlp_step(cfg), [*tm.mlp_params(cfg), *tm.mlp_data(cfg, rank=rank)]
+    if name == "plan":
+        cfg = PLAN_CFG
+        params = tm.moe_params(cfg, rank=rank)
+        return tm.moe_step(cfg), [*params, *tm.moe_data(cfg, rank=rank)]
     cfg = tm.MoeConfig(world=WORLD)
     dropless = name == "dropless"
     params = tm.moe_params(cfg, rank=rank, dropless=dropless)
@@ -119,8 +131,9 @@ def check(name: str, rank: int) -> dict[str, Any]:
             "graphs": len(reports),
             "moe_parts": [r["moe_parts"] for r in reports],
         }
-    partition = int(option) if option else None
-    opt = lt.optimize(gm, world_size=WORLD, pipeline=PIPELINE, cluster="p3dn", partition=partition)
+    partition: int | str | None = int(option) if option.isdigit() else option or None
+    costs: dict[str, Any] = PLAN_COSTS if base == "plan" else {"cluster": "p3dn"}
+    opt = lt.optimize(gm, world_size=WORLD, pipeline=PIPELINE, partition=partition, **costs)
     counter = _Counter(gm)
     original = counter.run(*args)
     optimized = opt.graph_module(*args)
@@ -140,6 +153,7 @@ def check(name: str, rank: int) -> dict[str, Any]:
         "all_to_alls": sum(
             1 for n in opt.graph_module.graph.nodes if "all_to_all" in str(n.target)
         ),
+        "moe_plan": [(p["pair"][0], p["parts"]) for p in opt.report["moe_plan"]],
         "max_abs_diff": max(
             float((a - b).abs().max()) for a, b in zip(optimized, eager, strict=True)
         ),

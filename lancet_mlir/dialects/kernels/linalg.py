@@ -48,7 +48,9 @@ def matmul_spec(kind: str, batch: bool, ta: bool, tb: bool) -> str:
     b = "nk" if tb else "kn"
     y = "mn"
     layouts: dict[str, tuple[tuple[str, str], str]] = {
-        Role.FWD: ((a, b), y), Role.DX: ((y, b), a), Role.DW: ((a, y), b)
+        Role.FWD: ((a, b), y),
+        Role.DX: ((y, b), a),
+        Role.DW: ((a, y), b),
     }
     ins, out = layouts[kind]
     p = "b" if batch else ""

@@ -30,7 +30,6 @@ partitioned step computes the same values up to the matmul kernels' blocking of 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,41 +39,18 @@ from torch.fx import Graph, GraphModule, Node
 
 from lancet_mlir.importers.torch import is_wait
 from lancet_mlir.importers.torch.collectives import functional_name
+from lancet_mlir.partition.blocks import Desc, reshaped
 from lancet_mlir.support.errors import UserError
 
 aten = torch.ops.aten
 _C10D = torch.ops._c10d_functional
 
 
-@dataclass(frozen=True)
-class Desc:
-    """The split axis of a tensor: dimension `dim` is `outer x size x inner` and the axis
-    is the middle factor (`size` slots)."""
-
-    dim: int
-    size: int
-    inner: int
-
-
 def _shape(node: Node) -> list[int]:
     return [int(s) for s in node.meta["val"].shape]
 
 
-def _stride(desc: Desc, shape: Sequence[int]) -> int:
-    """Elements between consecutive axis slots in row-major order."""
-    return desc.inner * math.prod(shape[desc.dim + 1 :])
-
-
-def _reshaped(desc: Desc, old: Sequence[int], new: Sequence[int]) -> Desc | None:
-    """The axis after a (logical row-major) reshape from `old` to `new`, None if it splits."""
-    stride = _stride(desc, old)
-    for j in range(len(new)):
-        below = math.prod(new[j + 1 :])
-        if below <= stride < below * new[j]:
-            if stride % below or new[j] % ((stride // below) * desc.size):
-                return None
-            return Desc(j, desc.size, stride // below)
-    return None
+_reshaped = reshaped
 
 
 _SAME = frozenset({"clone", "detach", "alias", "gelu", "relu", "silu", "neg", "tanh",
@@ -217,12 +193,15 @@ def part_sizes(size: int, parts: int) -> list[int]:
 class _Rewriter:
     """Copies the graph with every pair split into parts (module doc)."""
 
-    def __init__(self, gm: GraphModule, pairs: Sequence[Pair], parts: int, world: int):
+    def __init__(
+        self, gm: GraphModule, pairs: Sequence[Pair], parts: Mapping[Node, int], world: int
+    ):
         self.gm = gm
         self.world = world
         self.graph = Graph()
         self.env: dict[Node, Node] = {}
         self.parts = parts
+        """Part count of each pair (by its first all-to-all)."""
         self.pairs = {p.first: p for p in pairs}
         self.skip = {n for p in pairs for n in (p.wait, *p.span, p.second, _wait_of(p.second))}
         self.split: dict[Node, tuple[Desc, list[int], list[Node]]] = {}
@@ -270,7 +249,7 @@ class _Rewriter:
         return cache[key]
 
     def _pair(self, pair: Pair) -> None:
-        sizes = part_sizes(pair.size, self.parts)
+        sizes = part_sizes(pair.size, self.parts[pair.first])
         desc0 = pair.descs[pair.wait]
         data, group = pair.first.args[0], pair.first.args[3]
         assert isinstance(data, Node)
@@ -373,13 +352,50 @@ def _fill_meta(gm: GraphModule, like: GraphModule) -> None:
     FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*vals)
 
 
-def partition_graph(gm: GraphModule, parts: int, *, world_size: int) -> tuple[GraphModule, int]:
-    """`gm` with every MoE all-to-all pair split into `parts` parts (module doc), and the
-    number of pairs split. A pair whose axis has fewer than `parts` slots is left whole."""
-    pairs = [p for p in find_pairs(gm, world_size) if p.size >= parts]
+def partition_graph(
+    gm: GraphModule,
+    parts: int | Mapping[str, int],
+    *,
+    world_size: int,
+    axes: Mapping[str, Desc] | None = None,
+) -> tuple[GraphModule, int]:
+    """`gm` with MoE all-to-all pairs split (module doc), and the number of pairs split.
+
+    `parts` an int: every pair into that many parts (a pair whose axis has fewer slots is
+    left whole); a mapping: the pair whose first all-to-all is the FX node of that name
+    into that many parts, the others whole (a plan: `plan.plan_moe`). `axes` gives, by the
+    same names, the axis the plan splits the first all-to-all's result along: a pair whose
+    axis found here differs, or a named pair not found here, is refused (UserError, one
+    line), so the graph realises exactly the plan."""
+    found = find_pairs(gm, world_size)
+    if isinstance(parts, int):
+        counts = {p.first: parts for p in found if p.size >= parts}
+    else:
+        by_name = {p.first.name: p for p in found}
+        counts = {}
+        for name, n in parts.items():
+            pair = by_name.get(name)
+            if pair is None:
+                raise UserError(
+                    f"partition: the plan splits the all-to-all pair of FX node '{name}', "
+                    "which the FX rewriter finds no splittable span for"
+                )
+            want = (axes or {}).get(name)
+            have = pair.descs[pair.wait]
+            if want is not None and want != have:
+                raise UserError(
+                    f"partition: the plan splits FX node '{name}' along {want}, the FX "
+                    f"rewriter finds {have}"
+                )
+            if n < 2 or pair.size < n:
+                raise UserError(
+                    f"partition: {n} parts for FX node '{name}' (its axis has {pair.size} slots)"
+                )
+            counts[pair.first] = n
+    pairs = [p for p in found if p.first in counts]
     if not pairs:
         return gm, 0
-    new = _Rewriter(gm, pairs, parts, world_size).run()
+    new = _Rewriter(gm, pairs, counts, world_size).run()
     _fill_meta(new, gm)
     return new, len(pairs)
 

@@ -43,12 +43,18 @@ def _check_world(steps: list[StepTrace]) -> None:
         if not 0 <= st.rank < st.world_size:
             raise UserError(f"{st.source}: rank {st.rank} is outside world size {st.world_size}")
         if st.world_size != first.world_size:
-            raise UserError(f"{st.source}: world size {st.world_size} differs from {first.source}'s "
-                            f"{first.world_size}")
+            raise UserError(
+                f"{st.source}: world size {st.world_size} differs from {first.source}'s "
+                f"{first.world_size}"
+            )
 
 
-def load_steps(paths: list[str], step: int | None = None, et: list[str] | None = None,
-               tool: str = "lancet-trace") -> list[StepTrace]:
+def load_steps(
+    paths: list[str],
+    step: int | None = None,
+    et: list[str] | None = None,
+    tool: str = "lancet-trace",
+) -> list[StepTrace]:
     """One `StepTrace` per Kineto trace in `paths` (one per rank), sorted by rank; `et[i]`, a
     PyTorch execution trace of the same run, adds data dependencies to `paths[i]`'s step.
     A Kineto trace whose GPU activities overlap on a stream gets one warning line on stderr,
@@ -56,14 +62,18 @@ def load_steps(paths: list[str], step: int | None = None, et: list[str] | None =
     if not paths:
         raise UserError("no trace given")
     if et and len(et) != len(paths):
-        raise UserError(f"--et: {len(et)} execution trace(s) for {len(paths)} trace(s): give one per trace, "
-                        "in the same order")
+        raise UserError(
+            f"--et: {len(et)} execution trace(s) for {len(paths)} trace(s): give one per trace, "
+            "in the same order"
+        )
     steps: list[StepTrace] = []
     for k, path in enumerate(paths):
         chakra = _chakra(path)
         if chakra is not None:
             if et:
-                raise UserError(f"--et: {path} is a Chakra trace, which has its data dependencies already")
+                raise UserError(
+                    f"--et: {path} is a Chakra trace, which has its data dependencies already"
+                )
             steps.append(chakra)
             continue
         doc = load_json(path)
@@ -71,7 +81,9 @@ def load_steps(paths: list[str], step: int | None = None, et: list[str] | None =
             steps.append(chakra_step(parse_chakra_json(doc, path), path))
             continue
         if is_pytorch_et(doc):
-            raise UserError(f"{path}: a PyTorch execution trace: give it with --et next to its Kineto trace")
+            raise UserError(
+                f"{path}: a PyTorch execution trace: give it with --et next to its Kineto trace"
+            )
         if not is_kineto(doc):
             raise UserError(f"{path}: not a Kineto, Chakra or PyTorch execution trace")
         raw = parse_kineto(doc, path)
@@ -84,14 +96,19 @@ def load_steps(paths: list[str], step: int | None = None, et: list[str] | None =
             add_data_dependencies(st, raw, parse_et(load_json(et[k]), et[k]))
         steps.append(st)
     if len(steps) > 1 and any(s.period_basis == "none" for s in steps):
-        raise UserError("Chakra traces are replayed one at a time (they carry no times to couple ranks by)")
+        raise UserError(
+            "Chakra traces are replayed one at a time (they carry no times to couple ranks by)"
+        )
     _check_world(steps)
     ranks = [s.rank for s in steps]
     if len(set(ranks)) != len(ranks):
         raise UserError(f"several traces claim the same rank ({sorted(ranks)}): give one per rank")
     if len({s.step for s in steps}) > 1:
-        raise UserError("the traces' steps differ (" + ", ".join(f"rank {s.rank}: {s.step}" for s in steps)
-                        + "): pass --step N")
+        raise UserError(
+            "the traces' steps differ ("
+            + ", ".join(f"rank {s.rank}: {s.step}" for s in steps)
+            + "): pass --step N"
+        )
     return sorted(steps, key=lambda s: s.rank)
 
 

@@ -49,7 +49,9 @@ def _f(x: float) -> FloatAttr:
     return FloatAttr(round(float(x), 6), f64)
 
 
-def _comm_op(kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SSAValue) -> tuple[Operation, Operation]:
+def _comm_op(
+    kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SSAValue
+) -> tuple[Operation, Operation]:
     """(payload op, collective op) for `kind` moving `nbytes` over `group`."""
     g = max(1, len(group))
     per = max(1, math.ceil(max(nbytes, 1) / g))
@@ -116,8 +118,11 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
             if len(operands) == 1:
                 dep = operands[0]
             else:
-                join = KernelOp.create(operands=operands, result_types=[token],
-                                       attributes={attrs.TIME_US: _f(0.0), "name": StringAttr("join")})
+                join = KernelOp.create(
+                    operands=operands,
+                    result_types=[token],
+                    attributes={attrs.TIME_US: _f(0.0), "name": StringAttr("join")},
+                )
                 block.add_op(join)
                 dep = join.results[0]
             payload, coll = _comm_op(inf.comm_kind, inf.comm_bytes, inf.group or (), world, dep)
@@ -146,14 +151,16 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
         value[j] = op.results[0]
     block.add_op(ReturnOp())
     func = FuncOp(f"rank{st.rank}", ((), ()), Region(block))
-    func.attributes.update({
-        "lancet.trace_source": StringAttr(st.source.rsplit("/", 1)[-1]),
-        "lancet.trace_step": IntegerAttr(st.step, i64),
-        "lancet.measured_period_us": _f(st.measured_period_us),
-        "lancet.launch_lag_us": _f(g.lag_us),
-        "lancet.trace_device": StringAttr(st.device),
-        "lancet.data_dependencies": IntegerAttr(st.data_deps, i64),
-    })
+    func.attributes.update(
+        {
+            "lancet.trace_source": StringAttr(st.source.rsplit("/", 1)[-1]),
+            "lancet.trace_step": IntegerAttr(st.step, i64),
+            "lancet.measured_period_us": _f(st.measured_period_us),
+            "lancet.launch_lag_us": _f(g.lag_us),
+            "lancet.trace_device": StringAttr(st.device),
+            "lancet.data_dependencies": IntegerAttr(st.data_deps, i64),
+        }
+    )
     return func
 
 

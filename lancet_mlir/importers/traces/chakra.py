@@ -19,13 +19,41 @@ from lancet_mlir.importers.traces.step import OpInfo, StepTrace
 from lancet_mlir.sim.replay import GpuOp, RankGraph
 from lancet_mlir.support.errors import UserError
 
-NODE_TYPES = {0: "INVALID_NODE", 1: "METADATA_NODE", 2: "MEM_LOAD_NODE", 3: "MEM_STORE_NODE",
-              4: "COMP_NODE", 5: "COMM_SEND_NODE", 6: "COMM_RECV_NODE", 7: "COMM_COLL_NODE"}
-COMM_TYPES = {0: "allreduce", 1: "reduce", 2: "allgather", 3: "gather", 4: "scatter",
-              5: "broadcast", 6: "all_to_all", 7: "reduce_scatter", 8: "reduce_scatter", 9: "barrier"}
+NODE_TYPES = {
+    0: "INVALID_NODE",
+    1: "METADATA_NODE",
+    2: "MEM_LOAD_NODE",
+    3: "MEM_STORE_NODE",
+    4: "COMP_NODE",
+    5: "COMM_SEND_NODE",
+    6: "COMM_RECV_NODE",
+    7: "COMM_COLL_NODE",
+}
+COMM_TYPES = {
+    0: "allreduce",
+    1: "reduce",
+    2: "allgather",
+    3: "gather",
+    4: "scatter",
+    5: "broadcast",
+    6: "all_to_all",
+    7: "reduce_scatter",
+    8: "reduce_scatter",
+    9: "barrier",
+}
 """Chakra `CollectiveCommType` -> our collective kinds."""
-_ATTR_VALUE_FIELDS = {3: "double", 5: "float", 7: "int", 9: "int", 11: "int", 13: "int",
-                      15: "sint", 17: "sint", 27: "bool", 29: "string"}
+_ATTR_VALUE_FIELDS = {
+    3: "double",
+    5: "float",
+    7: "int",
+    9: "int",
+    11: "int",
+    13: "int",
+    15: "sint",
+    17: "sint",
+    27: "bool",
+    29: "string",
+}
 
 
 @dataclass
@@ -44,7 +72,9 @@ class ChakraNode:
     @property
     def is_gpu(self) -> bool:
         """GPU work: a compute or collective node not marked as a CPU op."""
-        return self.type in ("COMP_NODE", "COMM_COLL_NODE") and not self.attrs.get("is_cpu_op", False)
+        return self.type in ("COMP_NODE", "COMM_COLL_NODE") and not self.attrs.get(
+            "is_cpu_op", False
+        )
 
 
 class _Reader:
@@ -59,7 +89,9 @@ class _Reader:
         data = self.data
         while True:
             if self.pos >= len(data):
-                raise UserError(f"{self.source}: truncated Chakra trace (a varint runs past the end)")
+                raise UserError(
+                    f"{self.source}: truncated Chakra trace (a varint runs past the end)"
+                )
             b = data[self.pos]
             self.pos += 1
             out |= (b & 0x7F) << shift
@@ -72,7 +104,7 @@ class _Reader:
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise UserError(f"{self.source}: truncated Chakra trace (a field runs past the end)")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -184,8 +216,12 @@ def parse_chakra_binary(data: bytes, source: str) -> list[ChakraNode]:
 
 def is_chakra_json(doc: Any) -> bool:
     """Whether `doc` looks like a Chakra JSON trace (nodes with ctrl/data deps)."""
-    return (isinstance(doc, dict) and isinstance(doc.get("nodes"), list) and "schema" not in doc
-            and all(isinstance(n, dict) for n in doc["nodes"][:1]))
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("nodes"), list)
+        and "schema" not in doc
+        and all(isinstance(n, dict) for n in doc["nodes"][:1])
+    )
 
 
 def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
@@ -200,10 +236,18 @@ def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
             if isinstance(a, dict) and "name" in a:
                 vals = [v for k, v in a.items() if k.endswith("_val")]
                 attrs[str(a["name"])] = vals[0] if vals else None
-        nodes.append(ChakraNode(
-            n["id"], str(n.get("name", "")), NODE_TYPES.get(t, str(t)) if isinstance(t, int) else str(t),
-            [int(x) for x in n.get("ctrl_deps", []) or []], [int(x) for x in n.get("data_deps", []) or []],
-            float(n.get("start_time_micros", 0) or 0), float(n.get("duration_micros", 0) or 0), attrs))
+        nodes.append(
+            ChakraNode(
+                n["id"],
+                str(n.get("name", "")),
+                NODE_TYPES.get(t, str(t)) if isinstance(t, int) else str(t),
+                [int(x) for x in n.get("ctrl_deps", []) or []],
+                [int(x) for x in n.get("data_deps", []) or []],
+                float(n.get("start_time_micros", 0) or 0),
+                float(n.get("duration_micros", 0) or 0),
+                attrs,
+            )
+        )
     if not nodes:
         raise UserError(f"{source}: a Chakra trace without nodes")
     return nodes
@@ -230,14 +274,18 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
                 stack.pop()
                 continue
             n = by_id.get(cur)
-            pending = [d for d in (n.data_deps if n else []) if d not in index and d not in memo and d in by_id]
+            pending = [
+                d
+                for d in (n.data_deps if n else [])
+                if d not in index and d not in memo and d in by_id
+            ]
             if pending:
                 if len(stack) > len(by_id):
                     raise UserError(f"{source}: data_deps form a cycle through node {cur}")
                 stack.extend(pending)
                 continue
             out: set[int] = set()
-            for d in (n.data_deps if n else []):
+            for d in n.data_deps if n else []:
                 if d in index:
                     out.add(d)
                 elif d in memo:
@@ -262,13 +310,43 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
                 deps.add(index[d])
         deps.discard(index[n.id])
         comm = n.type == "COMM_COLL_NODE"
-        ops.append(GpuOp(n.name, stream_index[int(n.attrs.get("tid") or 0)], n.start_us, n.duration_us,
-                         deps=sorted(deps), is_comm=comm))
+        ops.append(
+            GpuOp(
+                n.name,
+                stream_index[int(n.attrs.get("tid") or 0)],
+                n.start_us,
+                n.duration_us,
+                deps=sorted(deps),
+                is_comm=comm,
+            )
+        )
         kind = COMM_TYPES.get(n.attrs.get("comm_type", -1)) if comm else None
-        info.append(OpInfo(n.name, "comm" if comm else "kernel", 0, float(index[n.id]),
-                           comm_kind=kind, comm_bytes=int(n.attrs.get("comm_size") or 0)))
-    st = StepTrace(source, 0, 1, "", "chakra", 0, 0.0, RankGraph([], ops, 0.0), info,
-                   list(range(len(ops))), -1, 0.0, "none", stream_index=stream_index)
+        info.append(
+            OpInfo(
+                n.name,
+                "comm" if comm else "kernel",
+                0,
+                float(index[n.id]),
+                comm_kind=kind,
+                comm_bytes=int(n.attrs.get("comm_size") or 0),
+            )
+        )
+    st = StepTrace(
+        source,
+        0,
+        1,
+        "",
+        "chakra",
+        0,
+        0.0,
+        RankGraph([], ops, 0.0),
+        info,
+        list(range(len(ops))),
+        -1,
+        0.0,
+        "none",
+        stream_index=stream_index,
+    )
     st.data_deps = sum(len(o.deps) for o in ops)
     from lancet_mlir.sim.replay import replay
 

@@ -56,13 +56,22 @@ def parse_et(doc: Any, source: str) -> list[EtNode]:
     for n in doc["nodes"]:
         if not isinstance(n, dict) or not isinstance(n.get("id"), int):
             raise UserError(f"{source}: an ET node without an integer 'id'")
-        nodes.append(EtNode(n["id"], str(n.get("name", "")), n.get("parent", -1) if isinstance(n.get("parent"), int) else -1,
-                            _storages(n.get("inputs")), _storages(n.get("outputs"))))
+        nodes.append(
+            EtNode(
+                n["id"],
+                str(n.get("name", "")),
+                n.get("parent", -1) if isinstance(n.get("parent"), int) else -1,
+                _storages(n.get("inputs")),
+                _storages(n.get("outputs")),
+            )
+        )
     nodes.sort(key=lambda n: n.id)
     return nodes
 
 
-def add_data_dependencies(st: StepTrace, raw: RawTrace, nodes: list[EtNode], tol: float = 1.0) -> int:
+def add_data_dependencies(
+    st: StepTrace, raw: RawTrace, nodes: list[EtNode], tol: float = 1.0
+) -> int:
     """Add the ET's data dependencies to `st` (GpuOp.deps); returns how many were kept."""
     cpu = [s for s in raw.spans if s.cat == "cpu_op"]
     by_name: dict[str, list[Span]] = {}
@@ -77,14 +86,17 @@ def add_data_dependencies(st: StepTrace, raw: RawTrace, nodes: list[EtNode], tol
         if spans is not None and k < len(spans):
             span_of[n.id] = spans[k]
     if not span_of:
-        raise UserError(f"{st.source}: no operator of the execution trace matches a cpu_op of the trace")
+        raise UserError(
+            f"{st.source}: no operator of the execution trace matches a cpu_op of the trace"
+        )
     ops = st.graph.ops
     ops_of_span: dict[int, list[int]] = {}
     for j, inf in enumerate(st.info):
         if inf.cpu_op is not None:
             ops_of_span.setdefault(id(inf.cpu_op), []).append(j)
-    own: dict[int, list[int]] = {n.id: ops_of_span.get(id(span_of[n.id]), []) if n.id in span_of else []
-                                 for n in nodes}
+    own: dict[int, list[int]] = {
+        n.id: ops_of_span.get(id(span_of[n.id]), []) if n.id in span_of else [] for n in nodes
+    }
     parent = {n.id: n.parent for n in nodes}
     subtree: dict[int, list[int]] = {n.id: list(own[n.id]) for n in nodes}
     for n in nodes:
@@ -109,7 +121,11 @@ def add_data_dependencies(st: StepTrace, raw: RawTrace, nodes: list[EtNode], tol
                     continue
                 src = max(subtree[w], key=lambda j: (st.info[j].launch_ts, j))
                 for dst in first_per_stream.values():
-                    if src == dst or src in ops[dst].deps or st.info[src].launch_ts > st.info[dst].launch_ts:
+                    if (
+                        src == dst
+                        or src in ops[dst].deps
+                        or st.info[src].launch_ts > st.info[dst].launch_ts
+                    ):
                         continue
                     if ops[dst].ts + tol >= ops[src].ts + ops[src].dur:
                         ops[dst].deps.append(src)

@@ -32,11 +32,19 @@ from lancet_mlir.importers.traces.report import device_preset, percentile
 from lancet_mlir.importers.traces.step import StepTrace
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm")
-DTYPE_NAMES = {"float": "f32", "double": "f64", "c10::half": "f16", "half": "f16",
-               "c10::bfloat16": "bf16", "bfloat16": "bf16"}
+DTYPE_NAMES = {
+    "float": "f32",
+    "double": "f64",
+    "c10::half": "f16",
+    "half": "f16",
+    "c10::bfloat16": "bf16",
+    "bfloat16": "bf16",
+}
 
 
-def comm_time_fn(steps: list[StepTrace], device: str | None) -> tuple[Callable[[str, int, int], float] | None, str | None]:
+def comm_time_fn(
+    steps: list[StepTrace], device: str | None
+) -> tuple[Callable[[str, int, int], float] | None, str | None]:
     """(the comm table's time of (kind, bytes, group size), the device preset) for the steps'
     GPU; (None, None) if the GPU is not one of our presets."""
     name = device or next((p for p in (device_preset(s.device) for s in steps) if p), None)
@@ -45,7 +53,9 @@ def comm_time_fn(steps: list[StepTrace], device: str | None) -> tuple[Callable[[
     from lancet_mlir.cost.cost_model import CostConfig, CostModel
 
     model = CostModel.build(CostConfig(device=name))
-    return (lambda kind, nbytes, group: model.comm.time_us(kind, float(nbytes), group)), model.device.name
+    return (
+        lambda kind, nbytes, group: model.comm.time_us(kind, float(nbytes), group)
+    ), model.device.name
 
 
 def _tensors(args: dict[str, Any]) -> list[tuple[list[int], str]]:
@@ -147,8 +157,11 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
     if name is None:
         from lancet_mlir.support.errors import UserError
 
-        raise UserError("--costs model: the trace's GPU ("
-                        + (steps[0].device or "unknown") + ") is not one of our device presets; pass --device")
+        raise UserError(
+            "--costs model: the trace's GPU ("
+            + (steps[0].device or "unknown")
+            + ") is not one of our device presets; pass --device"
+        )
     out: list[list[float]] = []
     ratios: dict[str, list[float]] = {}
     unmodeled: dict[str, int] = {}
@@ -161,9 +174,17 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
             if cls == "nccl":
                 row.append(o.dur)  # the wire part is the comm table's: report.py splits it
                 inf = st.info[j]
-                if comm is not None and inf.comm_kind and inf.comm_bytes and j in target and o.dur > 0:
+                if (
+                    comm is not None
+                    and inf.comm_kind
+                    and inf.comm_bytes
+                    and j in target
+                    and o.dur > 0
+                ):
                     try:
-                        est = comm(inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size)
+                        est = comm(
+                            inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size
+                        )
                     except Exception:  # noqa: BLE001 - a kind our tables do not know (sendrecv)
                         unmodeled["nccl"] = unmodeled.get("nccl", 0) + 1
                         continue
@@ -190,8 +211,11 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
                 ratios.setdefault(cls, []).append(est / o.dur)
         out.append(row)
     classes = {
-        cls: {"count": len(v), "median_ratio": round(percentile(v, 0.5), 4),
-              "p90_ratio": round(percentile(v, 0.9), 4)}
+        cls: {
+            "count": len(v),
+            "median_ratio": round(percentile(v, 0.5), 4),
+            "p90_ratio": round(percentile(v, 0.9), 4),
+        }
         for cls, v in sorted(ratios.items())
     }
     return out, {"device": name, "classes": classes, "unmodeled": dict(sorted(unmodeled.items()))}

@@ -20,8 +20,14 @@ from typing import Any
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import decode_text, read_bytes
 
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
-            "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Kernel": "kernel",
+    "Memcpy": "memcpy",
+    "Memset": "memset",
+}
 """Chrome-trace categories of GPU activities -> our kinds."""
 CALL_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
 SPAN_CATS = ("cpu_op", "user_annotation", "Operator", "python_function")
@@ -148,7 +154,9 @@ def _fmt(x: float) -> str:
     return str(int(x)) if x.is_integer() else repr(x)
 
 
-def _times(e: dict[str, Any], name: str, gpu: str | None, source: str) -> tuple[float, float] | None:
+def _times(
+    e: dict[str, Any], name: str, gpu: str | None, source: str
+) -> tuple[float, float] | None:
     """(ts, dur) of the complete event `e`, None to skip it; UserError for a bad value. `gpu`
     is the kind of a GPU activity (None for host events): it must have a duration >= 0, where
     a host event without a usable duration is skipped as before."""
@@ -173,8 +181,9 @@ def _field(e: dict[str, Any], key: str, meaning: str, gpu: str | None, where: st
     raw = e.get(key)
     if raw is None:
         if gpu:
-            raise UserError(f"{where}: no {key} (a GPU activity without {meaning} cannot be "
-                            "replayed)")
+            raise UserError(
+                f"{where}: no {key} (a GPU activity without {meaning} cannot be replayed)"
+            )
         return None
     value = _num(raw)
     if value is None:
@@ -203,9 +212,15 @@ def _overlap_warning(acts: list[Activity], source: str) -> str | None:
     if first is None:
         return None
     a, prev, overlap = first
-    more = f"; {count} overlaps beyond {_fmt(OVERLAP_TOLERANCE_US)} us in the trace" if count > 1 else ""
-    return (f"{source}: stream {a.stream}: {a.kind} {a.name!r} at ts {_fmt(a.ts)} starts before "
-            f"{prev.name!r} ends (overlap {_fmt(round(overlap, 3))} us){more}")
+    more = (
+        f"; {count} overlaps beyond {_fmt(OVERLAP_TOLERANCE_US)} us in the trace"
+        if count > 1
+        else ""
+    )
+    return (
+        f"{source}: stream {a.stream}: {a.kind} {a.name!r} at ts {_fmt(a.ts)} starts before "
+        f"{prev.name!r} ends (overlap {_fmt(round(overlap, 3))} us){more}"
+    )
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -223,8 +238,10 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         raise UserError(f"{source}: not a Kineto trace (no 'traceEvents' list)")
     version = doc.get("schemaVersion")
     if version is not None and version not in SCHEMA_VERSIONS:
-        raise UserError(f"{source}: unknown Kineto schemaVersion {version!r} (known: "
-                        f"{', '.join(map(str, SCHEMA_VERSIONS))})")
+        raise UserError(
+            f"{source}: unknown Kineto schemaVersion {version!r} (known: "
+            f"{', '.join(map(str, SCHEMA_VERSIONS))})"
+        )
     dist = _dict(doc.get("distributedInfo"))
     rank = _int(dist.get("rank"), 0)
     world = _int(dist.get("world_size"), 1)
@@ -252,8 +269,18 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         ts, dur = times
         args = _dict(e.get("args"))
         if cat in GPU_CATS:
-            acts.append(Activity(name, GPU_CATS[cat], ts, dur, _int(args.get("stream"), _int(e.get("tid"))),
-                                 _int(args.get("correlation")), _int(args.get("External id")), args))
+            acts.append(
+                Activity(
+                    name,
+                    GPU_CATS[cat],
+                    ts,
+                    dur,
+                    _int(args.get("stream"), _int(e.get("tid"))),
+                    _int(args.get("correlation")),
+                    _int(args.get("External id")),
+                    args,
+                )
+            )
         elif cat in CALL_CATS:
             calls.append(Call(name, ts, dur, _int(e.get("tid")), _int(args.get("correlation"))))
         elif cat in SPAN_CATS:
@@ -261,16 +288,37 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
             if m and cat == "user_annotation" or (m and cat == "cpu_op"):
                 steps.append((int(m.group(1)), ts, dur))
                 continue
-            spans.append(Span(name, str(cat), ts, dur, _int(e.get("tid")),
-                              _int(args.get("External id")), args))
+            spans.append(
+                Span(
+                    name, str(cat), ts, dur, _int(e.get("tid")), _int(args.get("External id")), args
+                )
+            )
         elif cat == "cuda_sync":
-            syncs.append(SyncRecord(str(args.get("cuda_sync_kind", name)), _int(args.get("correlation")),
-                                    _int(args.get("stream")), _int(args.get("wait_on_stream")),
-                                    _int(args.get("wait_on_cuda_event_record_corr_id"))))
+            syncs.append(
+                SyncRecord(
+                    str(args.get("cuda_sync_kind", name)),
+                    _int(args.get("correlation")),
+                    _int(args.get("stream")),
+                    _int(args.get("wait_on_stream")),
+                    _int(args.get("wait_on_cuda_event_record_corr_id")),
+                )
+            )
     acts.sort(key=lambda a: (a.ts, a.corr))
     calls.sort(key=lambda c: (c.ts, c.corr))
     spans.sort(key=lambda s: (s.ts, -s.dur))
     steps = sorted(set(steps), key=lambda s: (s[1], s[0]))
     schema = "old" if acts and all(a.ext == a.corr for a in acts if a.ext >= 0) else "new"
-    return RawTrace(source, rank, world, device, acts, calls, spans, syncs, steps, schema, pg,
-                    _overlap_warning(acts, source))
+    return RawTrace(
+        source,
+        rank,
+        world,
+        device,
+        acts,
+        calls,
+        spans,
+        syncs,
+        steps,
+        schema,
+        pg,
+        _overlap_warning(acts, source),
+    )

@@ -14,14 +14,28 @@ from math import prod
 from typing import Any
 
 KINDS = {
-    "all_reduce": "allreduce", "allreduce": "allreduce", "allreduce_coalesced": "allreduce",
-    "all_gather": "allgather", "allgather": "allgather", "_allgather_base": "allgather",
-    "all_gather_into_tensor": "allgather", "allgather_into_tensor_coalesced": "allgather",
-    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter", "reducescatter": "reduce_scatter",
-    "all_to_all": "all_to_all", "alltoall": "all_to_all", "alltoall_base": "all_to_all",
-    "all_to_allv": "all_to_all", "broadcast": "broadcast", "reduce": "reduce",
-    "send": "sendrecv", "recv": "sendrecv", "sendrecv": "sendrecv", "barrier": "barrier",
+    "all_reduce": "allreduce",
+    "allreduce": "allreduce",
+    "allreduce_coalesced": "allreduce",
+    "all_gather": "allgather",
+    "allgather": "allgather",
+    "_allgather_base": "allgather",
+    "all_gather_into_tensor": "allgather",
+    "allgather_into_tensor_coalesced": "allgather",
+    "reduce_scatter": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reducescatter": "reduce_scatter",
+    "all_to_all": "all_to_all",
+    "alltoall": "all_to_all",
+    "alltoall_base": "all_to_all",
+    "all_to_allv": "all_to_all",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "send": "sendrecv",
+    "recv": "sendrecv",
+    "sendrecv": "sendrecv",
+    "barrier": "barrier",
 }
 """Names seen in traces (lower case, no `nccl:`) -> collective kind."""
 
@@ -30,10 +44,30 @@ COMM_DIALECT_KINDS = ("allreduce", "allgather", "reduce_scatter", "all_to_all")
 
 _NAME_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 DTYPE_BYTES = {
-    "float": 4, "float32": 4, "f32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-    "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "long int": 8, "int64": 8, "long": 8,
-    "int": 4, "int32": 4, "int8": 1, "uint8": 1, "unsigned char": 1, "signed char": 1,
-    "char": 1, "bool": 1, "int8_t": 1, "short int": 2, "int16": 2,
+    "float": 4,
+    "float32": 4,
+    "f32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "c10::half": 2,
+    "bfloat16": 2,
+    "c10::bfloat16": 2,
+    "long int": 8,
+    "int64": 8,
+    "long": 8,
+    "int": 4,
+    "int32": 4,
+    "int8": 1,
+    "uint8": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "char": 1,
+    "bool": 1,
+    "int8_t": 1,
+    "short int": 2,
+    "int16": 2,
 }
 
 
@@ -55,8 +89,14 @@ def kind_from_kernel(name: str) -> str | None:
     if not m:
         return None
     word = m.group(1).lower()
-    kind = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reduce_scatter",
-            "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all_to_all"}.get(word)
+    kind = {
+        "allreduce": "allreduce",
+        "allgather": "allgather",
+        "reducescatter": "reduce_scatter",
+        "broadcast": "broadcast",
+        "reduce": "reduce",
+        "alltoall": "all_to_all",
+    }.get(word)
     return kind
 
 

@@ -14,8 +14,14 @@ from lancet_mlir.cost.profile_db import ProfileDB
 from lancet_mlir.importers.traces.fidelity import DTYPE_NAMES
 from lancet_mlir.importers.traces.step import StepTrace
 
-_INT_TYPES = {"long int": "i64", "int": "i32", "short int": "i16", "signed char": "i8",
-              "unsigned char": "i8", "bool": "i1"}
+_INT_TYPES = {
+    "long int": "i64",
+    "int": "i32",
+    "short int": "i16",
+    "signed char": "i8",
+    "unsigned char": "i8",
+    "bool": "i1",
+}
 
 
 def _dtype(name: str) -> str:
@@ -40,12 +46,16 @@ def aten_keys(name: str, args: dict) -> list[str]:
     if name == "aten::mm" and len(tensors) == 2 and all(len(d) == 2 for d, _ in tensors):
         (a, ta), (b, _) = tensors
         if a[1] == b[0]:
-            keys.append(f"comp.matmul;{_tensor(a, ta)},{_tensor(b, ta)},|{_tensor([a[0], b[1]], ta)}")
+            keys.append(
+                f"comp.matmul;{_tensor(a, ta)},{_tensor(b, ta)},|{_tensor([a[0], b[1]], ta)}"
+            )
     if name == "aten::bmm" and len(tensors) == 2 and all(len(d) == 3 for d, _ in tensors):
         (a, ta), (b, _) = tensors
         if a[0] == b[0] and a[2] == b[1]:
-            keys.append(f"comp.batch_matmul;{_tensor(a, ta)},{_tensor(b, ta)},|"
-                        f"{_tensor([a[0], a[1], b[2]], ta)}")
+            keys.append(
+                f"comp.batch_matmul;{_tensor(a, ta)},{_tensor(b, ta)},|"
+                f"{_tensor([a[0], a[1], b[2]], ta)}"
+            )
     return keys
 
 
@@ -67,8 +77,14 @@ def profile_from_steps(steps: list[StepTrace]) -> ProfileDB:
     for key in sorted(samples):
         db.add_samples(key, samples[key], warmup=0, trim=0.0)
     devices = sorted({st.device for st in steps if st.device})
-    db.metadata.update({"source_format": "kineto", "traces": [st.source.rsplit("/", 1)[-1] for st in steps],
-                        "step": steps[0].step, "ops": int(sum(len(v) for v in samples.values()))})
+    db.metadata.update(
+        {
+            "source_format": "kineto",
+            "traces": [st.source.rsplit("/", 1)[-1] for st in steps],
+            "step": steps[0].step,
+            "ops": int(sum(len(v) for v in samples.values())),
+        }
+    )
     if devices:
         from lancet_mlir.importers.traces.report import device_preset
 

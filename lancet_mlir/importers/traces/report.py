@@ -89,7 +89,9 @@ def comm_overlap(st: StepTrace, start: list[float], end: list[float]) -> float |
     comm = _union([(start[j], end[j]) for j in st.target if ops[j].is_comm])
     if not comm:
         return None
-    comp = _union([(start[j], end[j]) for j in st.target if not ops[j].is_comm and not ops[j].is_copy])
+    comp = _union(
+        [(start[j], end[j]) for j in st.target if not ops[j].is_comm and not ops[j].is_copy]
+    )
     total = _length(comm)
     return _intersect(comm, comp) / total if total > 0 else None
 
@@ -151,18 +153,26 @@ def match_collectives(steps: list[StepTrace], graphs: list[RankGraph]) -> Coupli
     per_rank: list[dict[tuple[str, tuple[int, ...]], list[int]]] = []
     for st, g in zip(steps, graphs, strict=True):
         seq: dict[tuple[str, tuple[int, ...]], list[int]] = {}
-        for j in sorted((j for j, o in enumerate(g.ops) if o.is_comm), key=lambda j: (g.ops[j].ts, j)):
+        for j in sorted(
+            (j for j, o in enumerate(g.ops) if o.is_comm), key=lambda j: (g.ops[j].ts, j)
+        ):
             inf = st.info[j]
             seq.setdefault((inf.comm_kind or "?", inf.group or ()), []).append(j)
         per_rank.append(seq)
     keys = sorted({k for seq in per_rank for k in seq})
     groups: list[tuple[str, list[tuple[int, int]]]] = []
     for key in keys:
-        ranks = [r for r, st in enumerate(steps) if st.rank in key[1]] if key[1] else list(range(len(steps)))
+        ranks = (
+            [r for r, st in enumerate(steps) if st.rank in key[1]]
+            if key[1]
+            else list(range(len(steps)))
+        )
         counts = {len(per_rank[r].get(key, [])) for r in ranks}
         if len(counts) != 1:
-            raise UserError(f"ranks disagree on how many {key[0]} collectives the step has "
-                            f"({sorted(counts)}): cannot couple them")
+            raise UserError(
+                f"ranks disagree on how many {key[0]} collectives the step has "
+                f"({sorted(counts)}): cannot couple them"
+            )
         n = counts.pop()
         for k in range(n):
             groups.append((key[0], [(r, per_rank[r][key][k]) for r in ranks]))
@@ -213,8 +223,16 @@ def replay_steps(
     origin = min(st.origin for st in steps)
     graphs = [_shift(st.graph, st.origin - origin) for st in steps]
     if len(steps) > 1:
-        graphs = [RankGraph([replace(c) for c in g.calls], [replace(o, deps=list(o.deps)) for o in g.ops],
-                            g.lag_us, g.gap_us, g.stream_lag_us) for g in graphs]
+        graphs = [
+            RankGraph(
+                [replace(c) for c in g.calls],
+                [replace(o, deps=list(o.deps)) for o in g.ops],
+                g.lag_us,
+                g.gap_us,
+                g.stream_lag_us,
+            )
+            for g in graphs
+        ]
     coupling = match_collectives(steps, graphs) if len(steps) > 1 else None
     base = [[o.dur for o in g.ops] for g in graphs] if durations is None else durations
     wire1 = [single_rank_wire(st, comm_time) for st in steps] if coupling is None else None
@@ -232,37 +250,67 @@ def replay_steps(
             row.append(d)
         durs.append(row)
     rdv = coupling.rendezvous if coupling else []
-    res = replay(graphs, rdv, durations=durs, launch_overhead_us=what.launch_overhead_us,
-                 wire_scale=what.network_scale)
+    res = replay(
+        graphs,
+        rdv,
+        durations=durs,
+        launch_overhead_us=what.launch_overhead_us,
+        wire_scale=what.network_scale,
+    )
     base_res = res
     if what != WhatIf() or durations is not None:
         base_res = replay(graphs, rdv)
     gpu = replay(graphs, rdv, host=False, durations=durs, wire_scale=what.network_scale)
-    ranks = [_rank_report(st, g, res, base_res, gpu, r, st.origin - origin)
-             for r, (st, g) in enumerate(zip(steps, graphs, strict=True))]
+    ranks = [
+        _rank_report(st, g, res, base_res, gpu, r, st.origin - origin)
+        for r, (st, g) in enumerate(zip(steps, graphs, strict=True))
+    ]
     report: dict = {"ranks": ranks} if len(ranks) > 1 else dict(ranks[0])
     if len(ranks) > 1:
         worst = max(ranks, key=lambda x: abs(x["period_error"]))
-        report.update({k: worst[k] for k in ("measured_period_us", "predicted_period_us", "period_error")})
+        report.update(
+            {k: worst[k] for k in ("measured_period_us", "predicted_period_us", "period_error")}
+        )
         report["worst_rank"] = worst["rank"]
     if coupling is not None:
         report["collectives"] = _coupling_report(steps, graphs, coupling, res, comm_time)
-    report["what_if"] = {"network_scale": what.network_scale, "compute_scale": what.compute_scale,
-                         "launch_overhead_us": what.launch_overhead_us}
+    report["what_if"] = {
+        "network_scale": what.network_scale,
+        "compute_scale": what.compute_scale,
+        "launch_overhead_us": what.launch_overhead_us,
+    }
     return report
 
 
-def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayResult,
-                 gpu: ReplayResult, r: int, shift: float) -> dict:
+def _rank_report(
+    st: StepTrace,
+    g: RankGraph,
+    res: ReplayResult,
+    base: ReplayResult,
+    gpu: ReplayResult,
+    r: int,
+    shift: float,
+) -> dict:
     if st.period_basis == "none":  # a Chakra trace: durations and dependencies, no times
         span = max(res.end[r], default=0.0) - min(res.start[r], default=0.0)
-        return {"source": st.source, "rank": st.rank, "step": st.step, "schema": st.schema,
-                "period_basis": "none", "gpu_ops": len(st.target), "measured_period_us": None,
-                "predicted_period_us": round(span, 3), "period_error": None,
-                "gpu_only_period_us": round(span, 3), "data_dependencies": st.data_deps,
-                "comm_ops": sum(1 for o in g.ops if o.is_comm),
-                "flags": ["no_measured_times: the trace has durations but no start times; the "
-                          "prediction is the GPU-only replay from dependencies"]}
+        return {
+            "source": st.source,
+            "rank": st.rank,
+            "step": st.step,
+            "schema": st.schema,
+            "period_basis": "none",
+            "gpu_ops": len(st.target),
+            "measured_period_us": None,
+            "predicted_period_us": round(span, 3),
+            "period_error": None,
+            "gpu_only_period_us": round(span, 3),
+            "data_dependencies": st.data_deps,
+            "comm_ops": sum(1 for o in g.ops if o.is_comm),
+            "flags": [
+                "no_measured_times: the trace has durations but no start times; the "
+                "prediction is the GPU-only replay from dependencies"
+            ],
+        }
     measured = st.measured_period_us
     predicted = _period(st, res.end[r], shift)
     errs = [abs(res.start[r][j] - g.ops[j].ts) for j in st.target]
@@ -271,9 +319,11 @@ def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayRes
     flags = []
     idle = idle_queued_us(st)  # on the unshifted graph: its own times
     if idle > IDLE_FLAG_SHARE * measured:
-        flags.append(f"gpu_idle_with_work_queued: {idle:.0f} us of the {measured:.0f} us step "
-                     "unexplained by any dependency (CUDA graphs? contention?): the replay cannot "
-                     "explain this step")
+        flags.append(
+            f"gpu_idle_with_work_queued: {idle:.0f} us of the {measured:.0f} us step "
+            "unexplained by any dependency (CUDA graphs? contention?): the replay cannot "
+            "explain this step"
+        )
     if st.prev_last >= 0:
         gpu_period = _period(st, gpu.end[r])
     else:  # no previous step: from the first op's start (nothing else anchors a GPU-only replay)
@@ -281,7 +331,9 @@ def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayRes
     if gpu_period > measured * 1.0001 + 1.0:
         flags.append("gpu_only_above_measured: a dependency the measurement violates")
     if st.period_basis == "window":
-        flags.append("single_step: period measured as the step window (ProfilerStep start to last GPU end)")
+        flags.append(
+            "single_step: period measured as the step window (ProfilerStep start to last GPU end)"
+        )
     co_m = comm_overlap(st, meas_start, meas_end)
     co_p = comm_overlap(st, res.start[r], res.end[r])
     out = {
@@ -317,8 +369,13 @@ def _rank_report(st: StepTrace, g: RankGraph, res: ReplayResult, base: ReplayRes
     return out
 
 
-def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Coupling, res: ReplayResult,
-                     comm_time: CommTime | None = None) -> dict:
+def _coupling_report(
+    steps: list[StepTrace],
+    graphs: list[RankGraph],
+    c: Coupling,
+    res: ReplayResult,
+    comm_time: CommTime | None = None,
+) -> dict:
     rows = []
     ratios: list[float] = []
     end_err: list[float] = []
@@ -333,8 +390,12 @@ def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Couplin
             waits[steps[r].rank] = round(max(0.0, graphs[r].ops[j].dur - rd.wire_us), 3)
             late_wait[last_r] += max(0.0, last_t - t)
             end_err.append(abs(res.end[r][j] - (graphs[r].ops[j].ts + graphs[r].ops[j].dur)))
-        row = {"kind": c.kinds[k], "wire_us": round(rd.wire_us, 3),
-               "waiting_us": waits, "last_arrival_rank": steps[last_r].rank}
+        row = {
+            "kind": c.kinds[k],
+            "wire_us": round(rd.wire_us, 3),
+            "waiting_us": waits,
+            "last_arrival_rank": steps[last_r].rank,
+        }
         r0, j0 = rd.members[0]
         inf = steps[r0].info[j0]
         if comm_time is not None and inf.comm_kind and inf.comm_bytes > 0:
@@ -350,7 +411,9 @@ def _coupling_report(steps: list[StepTrace], graphs: list[RankGraph], c: Couplin
         rows.append(row)
     straggler = max(range(len(steps)), key=lambda r: (late_wait[r], late_count[r], -r))
     wire = sum(rd.wire_us for rd in c.rendezvous)
-    total = sum(g.ops[j].dur for g in graphs for j, o in enumerate(g.ops) if o.is_comm) / len(graphs)
+    total = sum(g.ops[j].dur for g in graphs for j, o in enumerate(g.ops) if o.is_comm) / len(
+        graphs
+    )
     return {
         "count": len(rows),
         "straggler_rank": steps[straggler].rank,

@@ -30,13 +30,24 @@ from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph
 from lancet_mlir.support.errors import UserError
 
 SYNC_CALLS = {
-    "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream",
-    "cudaDeviceSynchronize": "device", "cuCtxSynchronize": "device",
-    "cudaEventSynchronize": "event", "cuEventSynchronize": "event",
+    "cudaStreamSynchronize": "stream",
+    "cuStreamSynchronize": "stream",
+    "cudaDeviceSynchronize": "device",
+    "cuCtxSynchronize": "device",
+    "cudaEventSynchronize": "event",
+    "cuEventSynchronize": "event",
 }
 WAIT_CALLS = ("cudaStreamWaitEvent", "cuStreamWaitEvent")
-LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaMemcpy", "cuMemcpy", "cudaMemset", "cuMemset",
-                   "cudaGraphLaunch", "cuGraphLaunch")
+LAUNCH_PREFIXES = (
+    "cudaLaunch",
+    "cuLaunch",
+    "cudaMemcpy",
+    "cuMemcpy",
+    "cudaMemset",
+    "cuMemset",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
 
 
 @dataclass
@@ -91,7 +102,9 @@ def _tolerance(acts: list[Activity]) -> float:
     return 1.0 if integral else 0.05
 
 
-def select_step(raw: RawTrace, step: int | None) -> tuple[int, float, float, tuple[int, float, float] | None]:
+def select_step(
+    raw: RawTrace, step: int | None
+) -> tuple[int, float, float, tuple[int, float, float] | None]:
     """(N, ts, dur, previous step or None) of the step to replay."""
     if not raw.steps:
         raise UserError(f"{raw.source}: no ProfilerStep#N annotation: cannot find a step")
@@ -131,8 +144,10 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
     tid_index = {t: k for k, t in enumerate(threads)}
     calls = [c for c in raw.calls if lo <= c.ts < hi and c.tid in tid_index]
     call_index = {id(c): k for k, c in enumerate(calls)}
-    host = [HostCall(tid_index[c.tid], c.ts - lo, c.dur,
-                     launches=c.name.startswith(LAUNCH_PREFIXES)) for c in calls]
+    host = [
+        HostCall(tid_index[c.tid], c.ts - lo, c.dur, launches=c.name.startswith(LAUNCH_PREFIXES))
+        for c in calls
+    ]
     streams = sorted({a.stream for a, _, _ in chosen})
     stream_index = {s: k for k, s in enumerate(streams)}
     ops: list[GpuOp] = []
@@ -140,14 +155,44 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
     for a, call, step_no in chosen:
         is_comm = a.kind == "kernel" and nccl.is_nccl(a.name)
         launch = call_index.get(id(call), -1) if call is not None else -1
-        ops.append(GpuOp(a.name, stream_index[a.stream], a.ts - lo, a.dur, launch,
-                         is_comm=is_comm, is_copy=a.kind != "kernel"))
-        info.append(OpInfo(a.name, "comm" if is_comm else a.kind, step_no,
-                           (call.ts - lo) if call is not None else a.ts - lo))
+        ops.append(
+            GpuOp(
+                a.name,
+                stream_index[a.stream],
+                a.ts - lo,
+                a.dur,
+                launch,
+                is_comm=is_comm,
+                is_copy=a.kind != "kernel",
+            )
+        )
+        info.append(
+            OpInfo(
+                a.name,
+                "comm" if is_comm else a.kind,
+                step_no,
+                (call.ts - lo) if call is not None else a.ts - lo,
+            )
+        )
     graph = RankGraph(host, ops, 0.0)
-    st = StepTrace(raw.source, raw.rank, raw.world_size, raw.device, raw.schema, n, ts - lo,
-                   graph, info, [j for j, i in enumerate(info) if i.step == n], -1, 0.0, "window",
-                   origin=lo, thread_index=tid_index, stream_index=stream_index)
+    st = StepTrace(
+        raw.source,
+        raw.rank,
+        raw.world_size,
+        raw.device,
+        raw.schema,
+        n,
+        ts - lo,
+        graph,
+        info,
+        [j for j, i in enumerate(info) if i.step == n],
+        -1,
+        0.0,
+        "window",
+        origin=lo,
+        thread_index=tid_index,
+        stream_index=stream_index,
+    )
     tol = _tolerance(raw.activities)
     _link_cpu_ops(raw, chosen, st)
     _nccl_info(raw, chosen, st)
@@ -244,7 +289,9 @@ def _period(st: StepTrace, has_prev: bool) -> None:
         raise UserError(f"{st.source}: ProfilerStep#{st.step} has no positive period")
 
 
-def _link_cpu_ops(raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]], st: StepTrace) -> None:
+def _link_cpu_ops(
+    raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]], st: StepTrace
+) -> None:
     """Each op's launching ATen op: by External id (new schema) or by time nesting (old)."""
     cpu = [s for s in raw.spans if s.cat == "cpu_op"]
     if st.schema == "new":
@@ -258,8 +305,12 @@ def _link_cpu_ops(raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]]
     starts = {t: [s.ts for s in ss] for t, ss in per_tid.items()}
     for j, (_, call, _) in enumerate(chosen):
         if call is not None:
-            st.info[j].cpu_op = _innermost(per_tid.get(call.tid, []), starts.get(call.tid, []), call.ts,
-                                           lambda s: "Input Dims" in s.args)
+            st.info[j].cpu_op = _innermost(
+                per_tid.get(call.tid, []),
+                starts.get(call.tid, []),
+                call.ts,
+                lambda s: "Input Dims" in s.args,
+            )
     return
 
 
@@ -267,14 +318,16 @@ def _innermost(spans: list[Span], starts: list[float], t: float, want: Any) -> S
     """The latest-starting span holding time `t` that `want` accepts (spans sorted by start)."""
     k = bisect.bisect_right(starts, t)
     best = None
-    for s in reversed(spans[max(0, k - 64):k]):
+    for s in reversed(spans[max(0, k - 64) : k]):
         if s.ts <= t <= s.ts + s.dur and want(s):
             best = s
             break
     return best
 
 
-def _nccl_info(raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]], st: StepTrace) -> None:
+def _nccl_info(
+    raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]], st: StepTrace
+) -> None:
     annos = [s for s in raw.spans if s.name.startswith("nccl:")]
     per_tid: dict[int, list[Span]] = {}
     for s in annos:
@@ -295,7 +348,9 @@ def _nccl_info(raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]], s
             nbytes = nel * nccl.dtype_bytes(a.args.get("dtype", "float"))
         anno = None
         if call is not None:
-            anno = _innermost(per_tid.get(call.tid, []), starts.get(call.tid, []), call.ts, lambda s: True)
+            anno = _innermost(
+                per_tid.get(call.tid, []), starts.get(call.tid, []), call.ts, lambda s: True
+            )
         if kind is None:
             named = nccl.kind_from_kernel(a.name)
             from_anno = nccl.canonical(anno.name) if anno is not None else None
@@ -362,8 +417,10 @@ def _event_waits(raw: RawTrace, calls: list[Call], st: StepTrace, tol: float) ->
             src = index.last_before(rc.ts - base).get(stream_of[rec.wait_on_stream], -1)
             cands = [src] if src >= 0 else []
         else:
-            cands = sorted((j for s, j in last.items() if s != ops[target].stream),
-                           key=lambda j: (-info[j].launch_ts, -j))
+            cands = sorted(
+                (j for s, j in last.items() if s != ops[target].stream),
+                key=lambda j: (-info[j].launch_ts, -j),
+            )
         for src in cands:
             if ops[target].ts + tol >= ops[src].ts + ops[src].dur:
                 if src not in ops[target].deps:
@@ -395,8 +452,12 @@ def _host_syncs(raw: RawTrace, calls: list[Call], st: StepTrace, tol: float) -> 
             if rec is not None and kind == "stream" and rec.stream in stream_of:
                 j = last.get(stream_of[rec.stream], -1)
                 waited = [j] if j >= 0 else []
-            elif rec is not None and kind == "event" and rec.record_corr in rec_calls \
-                    and rec.wait_on_stream in stream_of:
+            elif (
+                rec is not None
+                and kind == "event"
+                and rec.record_corr in rec_calls
+                and rec.wait_on_stream in stream_of
+            ):
                 rc = rec_calls[rec.record_corr]
                 j = index.last_before(rc.ts - st.origin).get(stream_of[rec.wait_on_stream], -1)
                 waited = [j] if j >= 0 else []
@@ -408,8 +469,13 @@ def _host_syncs(raw: RawTrace, calls: list[Call], st: StepTrace, tol: float) -> 
         elif h.launches:
             # a synchronous copy: the call returns only after its op ended
             mine = launched.get(k, [])
-            waited = [j for j in mine if ops[j].ts + ops[j].dur <= end + tol
-                      and ops[j].is_copy and ops[j].ts + ops[j].dur > start + tol]
+            waited = [
+                j
+                for j in mine
+                if ops[j].ts + ops[j].dur <= end + tol
+                and ops[j].is_copy
+                and ops[j].ts + ops[j].dur > start + tol
+            ]
         waited = [j for j in waited if ops[j].ts + ops[j].dur > start]
         if not waited:
             continue
@@ -438,8 +504,15 @@ def _split_blocking_launches(st: StepTrace, own_waits: dict[int, list[int]]) -> 
             continue
         new.append(HostCall(h.thread, h.ts, 0.0, launches=True))
         end = h.ts + h.dur
-        new.append(HostCall(h.thread, h.ts, h.dur, waits=w,
-                            tail_us=max(0.0, end - max(ops[j].ts + ops[j].dur for j in w))))
+        new.append(
+            HostCall(
+                h.thread,
+                h.ts,
+                h.dur,
+                waits=w,
+                tail_us=max(0.0, end - max(ops[j].ts + ops[j].dur for j in w)),
+            )
+        )
         st.syncs_kept += 1
     for o in ops:
         if o.launch >= 0:

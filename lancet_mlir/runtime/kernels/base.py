@@ -33,6 +33,7 @@ Impl = Callable[[ArrayNamespace, list[Array], dict[str, Any]], list[Array]]
 IMPLEMENTATIONS: dict[str, Impl] = {}
 """Reference implementation of every kernel, by kernel name."""
 
+
 def implements(name: str) -> Callable[[Impl], Impl]:
     """Decorator registering the reference implementation of kernel `name`."""
 

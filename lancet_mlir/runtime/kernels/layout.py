@@ -30,7 +30,9 @@ def _embedding_dw(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> lis
     rows = check_ids(xp, ids, p["num_embeddings"]).reshape(-1)
     out = xp.zeros((p["num_embeddings"], dy.shape[-1]), dtype=dy.dtype)
     # rows.shape[0], not -1: reshape(-1, 0) is ambiguous for a zero-width dy
-    xp.add.at(out, rows, dy.reshape(rows.shape[0], dy.shape[-1]))  # sequential on numpy: deterministic
+    xp.add.at(
+        out, rows, dy.reshape(rows.shape[0], dy.shape[-1])
+    )  # sequential on numpy: deterministic
     return cast(xp, [out], dtype_of(dy))
 
 

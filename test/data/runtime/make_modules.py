@@ -14,8 +14,16 @@ import os
 import re
 
 
-def moe_step(world: int, experts_per_rank: int, dtype: str, updates: bool,
-             tokens: int = 8, model: int = 4, ffn: int = 8, capacity: int = 4) -> str:
+def moe_step(
+    world: int,
+    experts_per_rank: int,
+    dtype: str,
+    updates: bool,
+    tokens: int = 8,
+    model: int = 4,
+    ffn: int = 8,
+    capacity: int = 4,
+) -> str:
     """MLIR text of one training step (see the module doc)."""
     g, epr, s, m, f, c = world, experts_per_rank, tokens, model, ffn, capacity
     e = g * epr
@@ -25,7 +33,9 @@ def moe_step(world: int, experts_per_rank: int, dtype: str, updates: bool,
 
     lines: list[str] = []
 
-    def op(res: str, name: str, args: str, ins: list[str], outs: list[str], attrs: str = "") -> None:
+    def op(
+        res: str, name: str, args: str, ins: list[str], outs: list[str], attrs: str = ""
+    ) -> None:
         attr = f" {{{attrs}}}" if attrs else ""
         out = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
         lines.append(f"    {res} = {name} {args}{attr} : ({', '.join(ins)}) -> {out}")
@@ -35,10 +45,15 @@ def moe_step(world: int, experts_per_rank: int, dtype: str, updates: bool,
     SF, SE, SEC, ECM, LOC = t(s, f), t(s, e), t(s, e, c), t(e, c, m), t(epr, g * c, m)
     sc = "f64" if dtype == "f64" else "f32"
     args = [
-        f"%x: {X}", f"%labels: {L} {{lancet.max_int = {m} : i64}}",
-        f"%w1: {W1} {{lancet.init_scale = 0.5 : f64}}", f"%b1: {B1} {{lancet.init_scale = 0.1 : f64}}",
-        f"%w2: {W2} {{lancet.init_scale = 0.5 : f64}}", f"%gamma: {G}", f"%beta: {B} {{lancet.init_scale = 0.1 : f64}}",
-        f"%wg: {WG} {{lancet.init_scale = 0.5 : f64}}", f"%we: {WE} {{lancet.init_scale = 0.5 : f64}}",
+        f"%x: {X}",
+        f"%labels: {L} {{lancet.max_int = {m} : i64}}",
+        f"%w1: {W1} {{lancet.init_scale = 0.5 : f64}}",
+        f"%b1: {B1} {{lancet.init_scale = 0.1 : f64}}",
+        f"%w2: {W2} {{lancet.init_scale = 0.5 : f64}}",
+        f"%gamma: {G}",
+        f"%beta: {B} {{lancet.init_scale = 0.1 : f64}}",
+        f"%wg: {WG} {{lancet.init_scale = 0.5 : f64}}",
+        f"%we: {WE} {{lancet.init_scale = 0.5 : f64}}",
     ]
     # forward
     op("%h1", "comp.matmul", "%x, %w1", [X, W1], [SF])
@@ -80,19 +95,42 @@ def moe_step(world: int, experts_per_rank: int, dtype: str, updates: bool,
     op("%dx1", "comp.matmul_dx", "%dh1b, %w1", [SF, W1], [X])
     op("%dx", "comp.add", "%dx1, %dr", [X, X], [X])
     # data-parallel gradient synchronisation of the replicated parameters
-    for name, ty in (("dwg", WG), ("dgamma", G), ("dbeta", B), ("dw2", W2), ("db1", B1), ("dw1", W1)):
+    for name, ty in (
+        ("dwg", WG),
+        ("dgamma", G),
+        ("dbeta", B),
+        ("dw2", W2),
+        ("db1", B1),
+        ("dw1", W1),
+    ):
         lines.append(f"    %s{name} = comm.allreduce %{name} : ({ty}) -> {ty}")
-    params = [("w1", W1, "sdw1"), ("b1", B1, "sdb1"), ("w2", W2, "sdw2"), ("gamma", G, "sdgamma"),
-              ("beta", B, "sdbeta"), ("wg", WG, "sdwg"), ("we", WE, "dwe")]
+    params = [
+        ("w1", W1, "sdw1"),
+        ("b1", B1, "sdb1"),
+        ("w2", W2, "sdw2"),
+        ("gamma", G, "sdgamma"),
+        ("beta", B, "sdbeta"),
+        ("wg", WG, "sdwg"),
+        ("we", WE, "dwe"),
+    ]
     if updates:
         for p, ty, grad in params:
-            op(f"%new_{p}", "comp.sgd_update", f"%{p}, %{grad}", [ty, ty], [ty], "lr = 1.000000e-01 : f64")
+            op(
+                f"%new_{p}",
+                "comp.sgd_update",
+                f"%{p}, %{grad}",
+                [ty, ty],
+                [ty],
+                "lr = 1.000000e-01 : f64",
+            )
         rets = [f"%new_{p}" for p, _, _ in params]
     else:
         rets = [f"%{grad}" for _, _, grad in params]
     rtypes = [f"tensor<{sc}>", X] + [ty for _, ty, _ in params]
-    head = (f"builtin.module attributes {{lancet.world_size = {g} : i64}} {{\n"
-            f"  func.func @train_step({', '.join(args)}) -> ({', '.join(rtypes)}) {{")
+    head = (
+        f"builtin.module attributes {{lancet.world_size = {g} : i64}} {{\n"
+        f"  func.func @train_step({', '.join(args)}) -> ({', '.join(rtypes)}) {{"
+    )
     ret = f"    func.return %loss, %dx, {', '.join(rets)} : {', '.join(rtypes)}"
     return "\n".join([head, *lines, ret, "  }", "}", ""])
 
@@ -117,26 +155,38 @@ def collectives(world: int) -> str:
     %a2 = comm.all_to_all %z split 0 concat 1 group <{pairs}> : (tensor<4x3xf32>) -> tensor<2x6xf32>
     %v1, %c1 = comm.all_to_allv %d, %n : (tensor<{w}x3x2xf32>, tensor<{w}xi64>) -> (tensor<{w}x3x2xf32>, tensor<{w}xi64>)"""
     if world == 2:  # a reduce_scatter over a group of 2 needs even dims; keep shapes simple
-        body = body.replace("%r2 = comm.reduce_scatter %h : (tensor<5xf16>) -> tensor<5xf16>",
-                            "%r2 = comm.reduce_scatter %z : (tensor<4x3xf32>) -> tensor<2x3xf32>")
+        body = body.replace(
+            "%r2 = comm.reduce_scatter %h : (tensor<5xf16>) -> tensor<5xf16>",
+            "%r2 = comm.reduce_scatter %z : (tensor<4x3xf32>) -> tensor<2x3xf32>",
+        )
     else:
-        body = body.replace("%r2 = comm.reduce_scatter %h : (tensor<5xf16>) -> tensor<5xf16>",
-                            "%r2 = comm.reduce_scatter %z : (tensor<4x3xf32>) -> tensor<1x3xf32>")
+        body = body.replace(
+            "%r2 = comm.reduce_scatter %h : (tensor<5xf16>) -> tensor<5xf16>",
+            "%r2 = comm.reduce_scatter %z : (tensor<4x3xf32>) -> tensor<1x3xf32>",
+        )
     results = re.findall(r"%(\w+)(?:, %(\w+))? = comm", body)
     names = [n for pair in results for n in pair if n]
     types = {}
     for line in body.strip().splitlines():
         lhs, rhs = line.split(" = ")
         outs = rhs.rsplit("-> ", 1)[1].strip("() ")
-        for name, ty in zip([v.strip(" %") for v in lhs.split(",")], re.findall(r"tensor<[^>]*>", outs), strict=False):
+        for name, ty in zip(
+            [v.strip(" %") for v in lhs.split(",")],
+            re.findall(r"tensor<[^>]*>", outs),
+            strict=False,
+        ):
             types[name] = ty
-    args = (f"%x: tensor<4x{2 * w}xf32>, %y: tensor<3xf32>, %z: tensor<4x3xf32>, %h: tensor<5xf16>, "
-            f"%k: tensor<6xi32> {{lancet.max_int = 100 : i64}}, %d: tensor<{w}x3x2xf32>, "
-            f"%n: tensor<{w}xi64> {{lancet.max_int = 4 : i64}}")
+    args = (
+        f"%x: tensor<4x{2 * w}xf32>, %y: tensor<3xf32>, %z: tensor<4x3xf32>, %h: tensor<5xf16>, "
+        f"%k: tensor<6xi32> {{lancet.max_int = 100 : i64}}, %d: tensor<{w}x3x2xf32>, "
+        f"%n: tensor<{w}xi64> {{lancet.max_int = 4 : i64}}"
+    )
     rtypes = ", ".join(types[n] for n in names)
-    return (f"builtin.module attributes {{lancet.world_size = {world} : i64}} {{\n"
-            f"  func.func @collectives({args}) -> ({rtypes}) {{{body}\n"
-            f"    func.return {', '.join('%' + n for n in names)} : {rtypes}\n  }}\n}}\n")
+    return (
+        f"builtin.module attributes {{lancet.world_size = {world} : i64}} {{\n"
+        f"  func.func @collectives({args}) -> ({rtypes}) {{{body}\n"
+        f"    func.return {', '.join('%' + n for n in names)} : {rtypes}\n  }}\n}}\n"
+    )
 
 
 FILES = {
@@ -150,10 +200,14 @@ if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
     for world in (2, 4):
         with open(os.path.join(here, f"collectives_w{world}.mlir"), "w") as fh:
-            fh.write(f"// Every collective kind on {world} ranks; written by "
-                     "test/data/runtime/make_modules.py.\n" + collectives(world))
+            fh.write(
+                f"// Every collective kind on {world} ranks; written by "
+                "test/data/runtime/make_modules.py.\n" + collectives(world)
+            )
     for fname, (world, epr, dtype, updates) in FILES.items():
-        header = (f"// Small MoE training step (world {world}, {epr} expert(s) per rank, {dtype}); "
-                  "written by test/data/runtime/make_modules.py.\n")
+        header = (
+            f"// Small MoE training step (world {world}, {epr} expert(s) per rank, {dtype}); "
+            "written by test/data/runtime/make_modules.py.\n"
+        )
         with open(os.path.join(here, fname), "w") as fh:
             fh.write(header + moe_step(world, epr, dtype, updates))

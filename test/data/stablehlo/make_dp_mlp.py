@@ -31,17 +31,25 @@ def main(out_dir: str) -> None:
     mesh = jax.make_mesh((N,), ("dp",))
     spec = {k: P() for k in ("w1", "b1", "w2", "b2", "w3", "b3")}
 
-    @partial(jax.shard_map, mesh=mesh, in_specs=(spec, P("dp"), P("dp")),
-             out_specs=(spec, P()), check_vma=False)
+    @partial(
+        jax.shard_map,
+        mesh=mesh,
+        in_specs=(spec, P("dp"), P("dp")),
+        out_specs=(spec, P()),
+        check_vma=False,
+    )
     def train_step(p: dict, x: jax.Array, y: jax.Array) -> tuple[dict, jax.Array]:
         loss, g = jax.value_and_grad(loss_fn)(p, x, y)
         g = {k: jax.lax.pmean(v, "dp") for k, v in g.items()}
         return {k: p[k] - 0.1 * g[k] for k in p}, jax.lax.pmean(loss, "dp")
 
     params = {
-        "w1": jnp.zeros((D, H)), "b1": jnp.zeros((H,)),
-        "w2": jnp.zeros((H, H)), "b2": jnp.zeros((H,)),
-        "w3": jnp.zeros((H, D)), "b3": jnp.zeros((D,)),
+        "w1": jnp.zeros((D, H)),
+        "b1": jnp.zeros((H,)),
+        "w2": jnp.zeros((H, H)),
+        "b2": jnp.zeros((H,)),
+        "w3": jnp.zeros((H, D)),
+        "b3": jnp.zeros((D,)),
     }
     batch = NamedSharding(mesh, P("dp"))
     x = jax.device_put(jnp.ones((N * B, D)), batch)

@@ -52,8 +52,13 @@ def loss_fn(w: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
 def main(out_dir: str) -> None:
     mesh = jax.make_mesh((N,), ("dp",))
 
-    @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P("dp"), P("dp")),
-             out_specs=(P(), P()), check_vma=False)
+    @partial(
+        jax.shard_map,
+        mesh=mesh,
+        in_specs=(P(), P("dp"), P("dp")),
+        out_specs=(P(), P()),
+        check_vma=False,
+    )
     def train_step(w: jax.Array, x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
         loss, g = jax.value_and_grad(loss_fn)(w, x, y)
         return w - 0.1 * g, jax.lax.pmean(loss, "dp")
