@@ -11,9 +11,11 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
+from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
@@ -23,6 +25,13 @@ from lancet_mlir.support.locations import op_display_name as op_display_name  # 
 def is_collective(op: Operation) -> bool:
     """True for ops of the `comm` dialect; everything else is compute."""
     return isinstance(op, CollectiveOp)
+
+
+def is_copy(op: Operation) -> bool:
+    """True for a memcpy / memset (an imported trace op whose `lancet.trace_kind` says so):
+    it runs on the GPU's copy engine, not on the compute stream."""
+    kind = op.attributes.get(attrs.TRACE_KIND)
+    return isinstance(kind, StringAttr) and kind.data in attrs.COPY_KINDS
 
 
 def collective_kind(op: Operation) -> str | None:
@@ -53,6 +62,8 @@ class DataflowGraph:
     index: dict[Operation, int] = field(repr=False)
     comm_kind: list[str | None] = field(default_factory=list)
     """Collective kind of each node (`allreduce`, `all_to_all`, ...), None for compute."""
+    is_copy: list[bool] = field(default_factory=list)
+    """Memcpy / memset nodes (`is_copy`), which run on the copy engine."""
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -96,7 +107,19 @@ class DataflowGraph:
         is_comm = [is_collective(op) for op in ops]
         payload = [op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops]
         kinds = [collective_kind(op) for op in ops]
-        return cls(block, ops, terminator, preds, succs, is_comm, payload, index, comm_kind=kinds)
+        copies = [is_copy(op) for op in ops]
+        return cls(
+            block,
+            ops,
+            terminator,
+            preds,
+            succs,
+            is_comm,
+            payload,
+            index,
+            comm_kind=kinds,
+            is_copy=copies,
+        )
 
     # ---- queries ---------------------------------------------------------------------------
     def __len__(self) -> int:

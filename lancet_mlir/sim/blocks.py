@@ -344,7 +344,8 @@ class ModuleSimulation:
     def compute_floor_us(self, block: Block) -> float:
         """A lower bound of `block`'s makespan under any order of it and of its bodies: the
         compute stream runs one op at a time, and an op costed by its bodies takes at least
-        their compute floors (times their runs; the largest branch of alternatives). Costs
+        their compute floors (times their runs; the largest branch of alternatives); with the
+        copy engine on, copies count on their own stream (the larger of the two sums). Costs
         the ops but simulates nothing."""
         return self._floor(block, set())
 
@@ -357,17 +358,22 @@ class ModuleSimulation:
             return known
         graph, plans, model = self._modelled(block)
         running.add(block)
-        total = 0.0
+        total = copied = 0.0
+        own_copy_stream = self.options.copy_stream
         for i, is_comm in enumerate(graph.is_comm):
             plan = plans.get(i)
             if plan is None:
-                total += 0.0 if is_comm else model[i]
+                if own_copy_stream and graph.is_copy[i]:
+                    copied += model[i]
+                else:
+                    total += 0.0 if is_comm else model[i]
                 continue
             if any(b in running or b not in self._by_block for b, _ in plan.parts):
                 continue  # a recursive call: no bound from it (0 is a bound)
             parts = [self._floor(b, running) * runs for b, runs in plan.parts]
             total += (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
         running.discard(block)
+        total = max(total, copied)
         self._floors[block] = total
         return total
 
@@ -431,6 +437,7 @@ def simulate_graph(
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
         launch_overhead_us=options.launch_overhead_us,
+        copies=graph.is_copy if options.copy_stream else None,
     )
     return durations, timeline, summarize(graph, durations, timeline)
 

@@ -44,6 +44,14 @@ them. With L = 0 every formula above is unchanged (times are identical). In the 
 simulation an op whose launch has not ended waits at the head of its queue; the launch's end
 is an event of its own.
 
+**Copy engine** (`copies`, one flag per node: memcpy / memset). GPUs copy memory on
+dedicated copy engines, not on the SMs, so a copy runs alongside a kernel. Given `copies` with
+at least one copy, the copies run in their (launch) order on a stream of their own,
+`Timeline.copy_stream` = k + 1, one at a time, and compute ops no longer wait for them except
+through their dependencies. Copies are not slowed by communication and do not slow compute.
+Without copies (every model our importers and generators build except imported traces) no such
+stream exists and every time is the same as without the feature.
+
 **Launch order** (`Timeline.order`): all ops sorted by start time; at equal start compute
 before communication; then by launch sequence (the order in which the simulator launched
 them; for a fixed-order evaluation, the block order). A zero-duration collective and its
@@ -70,10 +78,16 @@ def _check_inputs(
     num_comm_streams: int,
     overlap_slowdown: float,
     launch_overhead_us: float = 0.0,
+    copies: Sequence[bool] | None = None,
 ) -> int:
     n = len(graph.preds)
     if len(durations) != n:
         raise ValueError(f"{len(durations)} durations for a graph of {n} ops")
+    if copies is not None:
+        if len(copies) != n:
+            raise ValueError(f"{len(copies)} copy flags for a graph of {n} ops")
+        if any(c and m for c, m in zip(copies, graph.is_comm, strict=True)):
+            raise ValueError("a collective cannot be a copy")
     for i, d in enumerate(durations):
         if not (d >= 0.0 and math.isfinite(d)):
             raise ValueError(f"duration of node {i} must be finite and >= 0, got {d}")
@@ -107,23 +121,38 @@ def evaluate_fixed_order(
     overlap_slowdown: float = 1.0,
     order: Sequence[int] | None = None,
     launch_overhead_us: float = 0.0,
+    copies: Sequence[bool] | None = None,
 ) -> Timeline:
-    """Simulate ops launched in `order` (default: node order = block order).
+    """Simulate ops launched in `order` (default: node order = block order); `copies` flags
+    the memcpy / memset nodes that run on the copy engine.
 
     See the module docstring for the exact semantics. Raises ValueError if the order uses a
     value before its producer ran (not a topological order).
     """
-    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
+    n = _check_inputs(
+        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copies
+    )
     seq = list(range(n)) if order is None else _check_order(order, n)
+    copy = _copy_flags(copies)
     if overlap_slowdown == 1.0:
-        return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us)
+        return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us, copy)
     return _fixed_order_events(
-        graph, durations, seq, num_comm_streams, overlap_slowdown, launch_overhead_us
+        graph, durations, seq, num_comm_streams, overlap_slowdown, launch_overhead_us, copy
     )
 
 
+def _copy_flags(copies: Sequence[bool] | None) -> list[bool] | None:
+    """The copy flags if some node is a copy, else None (no copy stream)."""
+    return list(copies) if copies is not None and any(copies) else None
+
+
 def _fixed_order_plain(
-    graph: Graph, durations: Sequence[float], order: list[int], k: int, overhead: float = 0.0
+    graph: Graph,
+    durations: Sequence[float],
+    order: list[int],
+    k: int,
+    overhead: float = 0.0,
+    copy: list[bool] | None = None,
 ) -> Timeline:
     """The O(V + E) formula: start = max(stream free, producers' end)."""
     n = len(order)
@@ -133,8 +162,9 @@ def _fixed_order_plain(
     stream = [0] * n
     launch_seq = [0] * n
     placed = [False] * n
-    free = [0.0] * (k + 1)
-    chains: list[list[int]] = [[] for _ in range(k + 1)]
+    streams = k + 2 if copy is not None else k + 1
+    free = [0.0] * streams
+    chains: list[list[int]] = [[] for _ in range(streams)]
     for pos, i in enumerate(order):
         ready = (pos + 1) * overhead if overhead else 0.0
         for p in preds[i]:
@@ -142,7 +172,10 @@ def _fixed_order_plain(
                 raise ValueError(f"order launches node {i} before its producer {p}")
             if end[p] > ready:
                 ready = end[p]
-        s = (1 if k == 1 else _earliest_free(free, k)) if is_comm[i] else 0
+        if is_comm[i]:
+            s = 1 if k == 1 else _earliest_free(free, k)
+        else:
+            s = k + 1 if copy is not None and copy[i] else 0
         t = free[s] if free[s] > ready else ready
         start[i] = t
         end[i] = free[s] = t + durations[i]
@@ -151,7 +184,18 @@ def _fixed_order_plain(
         placed[i] = True
         chains[s].append(i)
     makespan = max(end, default=0.0)
-    return Timeline(start, end, stream, launch_seq, chains, makespan, k, 1.0, graph.preds)
+    return Timeline(
+        start,
+        end,
+        stream,
+        launch_seq,
+        chains,
+        makespan,
+        k,
+        1.0,
+        graph.preds,
+        k + 1 if copy is not None else None,
+    )
 
 
 def _earliest_free(free: list[float], k: int) -> int:
@@ -178,6 +222,7 @@ class _Engine:
         f: float,
         overhead: float = 0.0,
         launch_at: list[float] | None = None,
+        copy: list[bool] | None = None,
     ):
         n = len(graph.preds)
         self.overhead = overhead
@@ -193,7 +238,10 @@ class _Engine:
         self.stream = [-1] * n
         self.seq = [-1] * n
         self.finished = [False] * n
-        self.chains: list[list[int]] = [[] for _ in range(k + 1)]
+        self.copy = copy
+        self.copy_stream = k + 1 if copy is not None else -1  # -1: no copy stream
+        streams = k + 2 if copy is not None else k + 1
+        self.chains: list[list[int]] = [[] for _ in range(streams)]
         self.t = 0.0
         self.next_seq = 0
         self.done = 0
@@ -201,8 +249,8 @@ class _Engine:
         self.comp_end = 0.0
         self.comp_factor = 1.0
         self.comm_heap: list[tuple[float, int, int, int]] = []
-        self.comm_busy = [False] * (k + 1)
-        self.free_at = [0.0] * (k + 1)
+        self.comm_busy = [False] * streams  # comm streams and the copy stream
+        self.free_at = [0.0] * streams
         self.active_comm = 0
 
     def idle_comm_stream(self) -> int:
@@ -239,7 +287,8 @@ class _Engine:
             self.comp_end = t + self.dur[i] * self.comp_factor
             return
         self.comm_busy[s] = True
-        self.active_comm += 1
+        if s != self.copy_stream:
+            self.active_comm += 1
         heapq.heappush(self.comm_heap, (t + self.dur[i], self.seq[i], i, s))
 
     def update_rate(self) -> None:
@@ -291,7 +340,8 @@ class _Engine:
             else:
                 self.comm_busy[s] = False
                 self.free_at[s] = t
-                self.active_comm -= 1
+                if s != self.copy_stream:
+                    self.active_comm -= 1
             out.append(i)
         return out
 
@@ -314,6 +364,7 @@ class _Engine:
             self.k,
             self.f,
             self.graph.preds,
+            self.copy_stream if self.copy_stream > 0 else None,
         )
 
 
@@ -356,8 +407,11 @@ class _FixedOrderPolicy:
 
     def __init__(self, engine: _Engine, order: list[int]):
         is_comm = engine.graph.is_comm
-        self.comp = [i for i in order if not is_comm[i]]
+        copy = engine.copy or [False] * len(order)
+        self.comp = [i for i in order if not is_comm[i] and not copy[i]]
         self.comm = [i for i in order if is_comm[i]]
+        self.copies = [i for i in order if copy[i]]
+        self.next_copy = 0
         self.next_comp = 0
         self.next_comm = 0
         self.assigned = [-1] * (engine.k + 1)  # collective queued or running on stream s
@@ -376,6 +430,12 @@ class _FixedOrderPolicy:
             if e.waiting[i] == 0 and e.launched(i):
                 e.launch(i, COMPUTE_STREAM)
                 self.next_comp += 1
+        cs = e.copy_stream
+        if cs > 0 and not e.comm_busy[cs] and self.next_copy < len(self.copies):
+            i = self.copies[self.next_copy]
+            if e.waiting[i] == 0 and e.launched(i):
+                e.launch(i, cs)
+                self.next_copy += 1
         assigned = self.assigned
         for s in range(1, e.k + 1):
             if assigned[s] >= 0 and e.finished[assigned[s]]:
@@ -412,13 +472,14 @@ def _fixed_order_events(
     k: int,
     f: float,
     overhead: float = 0.0,
+    copy: list[bool] | None = None,
 ) -> Timeline:
     launch_at = None
     if overhead:
         launch_at = [0.0] * len(order)
         for pos, i in enumerate(order):
             launch_at[i] = (pos + 1) * overhead
-    engine = _Engine(graph, durations, k, f, overhead, launch_at)
+    engine = _Engine(graph, durations, k, f, overhead, launch_at, copy)
     return _run(engine, _FixedOrderPolicy(engine, order))
 
 
@@ -426,11 +487,21 @@ def _fixed_order_events(
 class _ListPolicy:
     """Lancet's list scheduler: per-stream ready heaps keyed (-priority, ready time, index)."""
 
-    def __init__(self, is_comm: list[bool], priorities: Sequence[float], delayed: list[bool]):
+    def __init__(
+        self,
+        is_comm: list[bool],
+        priorities: Sequence[float],
+        delayed: list[bool],
+        copy: list[bool] | None = None,
+    ):
         self.is_comm = is_comm
         self.priorities = priorities
         self.delayed = delayed
-        self.ready: tuple[list[tuple[float, float, int]], ...] = ([], [])
+        # queue of each node: 0 compute, 1 comm, 2 copy
+        self.queue = [
+            1 if c else 2 if copy is not None and copy[i] else 0 for i, c in enumerate(is_comm)
+        ]
+        self.ready: tuple[list[tuple[float, float, int]], ...] = ([], [], [])
         self.held: list[tuple[float, float, int]] = []
         self.released = not any(delayed)
 
@@ -440,7 +511,7 @@ class _ListPolicy:
         if not self.released and self.delayed[i]:
             self.held.append(entry)
             return
-        heapq.heappush(self.ready[1 if self.is_comm[i] else 0], entry)
+        heapq.heappush(self.ready[self.queue[i]], entry)
 
     def release(self) -> bool:
         """Phase 2: move every held op to its ready queue; False if nothing was held."""
@@ -448,15 +519,18 @@ class _ListPolicy:
             return False
         self.released = True
         for entry in self.held:
-            heapq.heappush(self.ready[1 if self.is_comm[entry[2]] else 0], entry)
+            heapq.heappush(self.ready[self.queue[entry[2]]], entry)
         self.held = []
         return True
 
     def fetch(self, e: _Engine) -> None:
         """Start the best ready op on each idle stream."""
-        comp_q, comm_q = self.ready
+        comp_q, comm_q, copy_q = self.ready
         if e.comp_node < 0 and comp_q and e.launched(comp_q[0][2]):
             e.launch(heapq.heappop(comp_q)[2], COMPUTE_STREAM)
+        cs = e.copy_stream
+        if copy_q and not e.comm_busy[cs] and e.launched(copy_q[0][2]):
+            e.launch(heapq.heappop(copy_q)[2], cs)
         while comm_q:
             s = e.idle_comm_stream()
             if s < 0 or not e.launched(comm_q[0][2]):
@@ -483,14 +557,18 @@ def list_schedule(
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,
     launch_overhead_us: float = 0.0,
+    copies: Sequence[bool] | None = None,
 ) -> Timeline:
     """Lancet's list scheduler (lancet-algorithms.md §5.1), deterministic.
 
     `priorities` (default all equal): larger runs first. `delayed` (default
-    `weight_update_first(graph)`): held back until nothing else can run. Raises ValueError
-    if the graph has a cycle.
+    `weight_update_first(graph)`): held back until nothing else can run. `copies`: the
+    memcpy / memset nodes, run on the copy engine (module doc). Raises ValueError if the graph
+    has a cycle.
     """
-    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
+    n = _check_inputs(
+        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copies
+    )
     prio = [0.0] * n if priorities is None else list(priorities)
     if len(prio) != n:
         raise ValueError(f"{len(prio)} priorities for a graph of {n} ops")
@@ -499,8 +577,11 @@ def list_schedule(
         if not 0 <= i < n:
             raise ValueError(f"delayed node {i} out of range")
         held[i] = True
-    engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us)
-    return _run(engine, _ListPolicy(graph.is_comm, prio, held))
+    copy = _copy_flags(copies)
+    engine = _Engine(
+        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copy=copy
+    )
+    return _run(engine, _ListPolicy(graph.is_comm, prio, held, copy))
 
 
 # ---- analysis ----------------------------------------------------------------------------------

@@ -138,10 +138,16 @@ def _bounds(blocks: Sequence[GanttBlock], window: Window | None) -> tuple[float,
     return start, end
 
 
+def _stream_label(timeline: Timeline, s: int) -> str:
+    if s == timeline.copy_stream:
+        return "copy"
+    return "compute" if s == COMPUTE_STREAM else f"comm {s}"
+
+
 def gantt_figure(blocks: Sequence[GanttBlock], title: str, window: Window | None = None) -> Figure:
     """A figure with one row per stream of every block, on one time axis."""
     plt = _pyplot()
-    rows = sum(b.timeline.num_comm_streams + 1 for b in blocks)
+    rows = sum(len(b.timeline.chains) for b in blocks)
     fig, ax = plt.subplots(figsize=(14, 1.6 + 0.5 * rows))
     t0, t1 = _bounds(blocks, window)
     unit, scale = time_unit(t1 - t0)
@@ -150,10 +156,10 @@ def gantt_figure(blocks: Sequence[GanttBlock], title: str, window: Window | None
     present: set[str] = set()
     budget = [MAX_LABELS]
     for block in blocks:
-        for s in range(block.timeline.num_comm_streams + 1):
+        for s in range(len(block.timeline.chains)):
             y -= 1
             present |= _draw_row(ax, block, s, y, (t0, t1), scale, budget)
-            stream = "compute" if s == COMPUTE_STREAM else f"comm {s}"
+            stream = _stream_label(block.timeline, s)
             labels.append(f"{block.label}: {stream}" if block.label else stream)
     ax.set_yticks([rows - 1 - k + 0.5 for k in range(rows)])
     ax.set_yticklabels(labels)
@@ -176,7 +182,7 @@ def compare_figure(
 ) -> Figure:
     """Two stacked panels (before / after) sharing one time axis, one legend."""
     plt = _pyplot()
-    rows = [sum(b.timeline.num_comm_streams + 1 for b in part) for part in (before, after)]
+    rows = [sum(len(b.timeline.chains) for b in part) for part in (before, after)]
     fig, axes = plt.subplots(2, 1, sharex=True, figsize=(14, 2.2 + 0.5 * sum(rows)),
                              gridspec_kw={"height_ratios": [max(1, r) for r in rows]})  # fmt: skip
     t0, t1 = _bounds([*before, *after], window)
@@ -187,10 +193,10 @@ def compare_figure(
         labels: list[str] = []
         y = n
         for block in part:
-            for s in range(block.timeline.num_comm_streams + 1):
+            for s in range(len(block.timeline.chains)):
                 y -= 1
                 present |= _draw_row(ax, block, s, y, (t0, t1), scale, budget)
-                stream = "compute" if s == COMPUTE_STREAM else f"comm {s}"
+                stream = _stream_label(block.timeline, s)
                 labels.append(f"{block.label}: {stream}" if block.label else stream)
         makespan = sum(b.timeline.makespan_us for b in part if not b.nested)
         ax.set_title(f"{name}: makespan {_fmt(makespan)}", loc="left", fontsize=10)

@@ -50,8 +50,8 @@ def _incoming(preds: list[int], chain_prev: int) -> list[int]:
 
 
 def busy_time(timeline: Timeline) -> list[float]:
-    """Busy µs per stream (index 0 compute, 1..k comm)."""
-    busy = [0.0] * (timeline.num_comm_streams + 1)
+    """Busy µs per stream (index 0 compute, 1..k comm, k + 1 the copy engine if any)."""
+    busy = [0.0] * len(timeline.chains)
     for s, a, b in zip(timeline.stream, timeline.start, timeline.end, strict=True):
         busy[s] += b - a
     return busy
@@ -117,11 +117,27 @@ def longest_data_path_us(graph: Graph, durations: Sequence[float]) -> float:
     return max(finish, default=0.0)
 
 
-def lower_bound_us(graph: Graph, durations: Sequence[float], num_comm_streams: int = 1) -> float:
-    """max(total compute, total comm / k, longest data path): no schedule is faster."""
-    compute = float(sum(d for d, c in zip(durations, graph.is_comm, strict=True) if not c))
-    comm = float(sum(d for d, c in zip(durations, graph.is_comm, strict=True) if c))
-    return max(compute, comm / num_comm_streams, float(longest_data_path_us(graph, durations)))
+def lower_bound_us(
+    graph: Graph,
+    durations: Sequence[float],
+    num_comm_streams: int = 1,
+    copies: Sequence[bool] | None = None,
+) -> float:
+    """max(total compute, total comm / k, longest data path): no schedule is faster. With
+    `copies` (the ops on the copy engine), compute excludes them and their total is a term
+    of its own."""
+    copy = list(copies) if copies is not None else [False] * len(durations)
+    compute = copied = comm = 0.0
+    for d, c, cp in zip(durations, graph.is_comm, copy, strict=True):
+        if c:
+            comm += d
+        elif cp:
+            copied += d
+        else:
+            compute += d
+    return max(
+        compute, copied, comm / num_comm_streams, float(longest_data_path_us(graph, durations))
+    )
 
 
 @dataclass(frozen=True)
@@ -163,10 +179,15 @@ def summarize(graph: Graph, durations: Sequence[float], timeline: Timeline) -> T
     return TimelineSummary(
         makespan_us=timeline.makespan_us,
         compute_us=busy[COMPUTE_STREAM],
-        comm_us=sum(busy[1:]),
+        comm_us=sum(busy[1 : timeline.num_comm_streams + 1]),
         exposed_comm_us=sum(b - a for a, b in comm) - overlap,
         overlap_us=overlap,
-        lower_bound_us=lower_bound_us(graph, durations, timeline.num_comm_streams),
+        lower_bound_us=lower_bound_us(
+            graph,
+            durations,
+            timeline.num_comm_streams,
+            getattr(graph, "is_copy", None) if timeline.copy_stream is not None else None,
+        ),
         num_ops=len(timeline),
         num_collectives=sum(1 for c in graph.is_comm if c),
         critical_path_len=len(path),

@@ -2,7 +2,8 @@
 must provide is `graph.core.Graph` (`DataflowGraph` and the plain `graph.core.Problem` do).
 
 Streams: stream 0 is the compute stream (`COMPUTE_STREAM`); collectives run on the
-communication streams 1..k. **Launch order** (`Timeline.order`): all ops sorted by start time;
+communication streams 1..k; memcpy / memset ops, where a block has them, on the copy-engine
+stream k + 1 (`Timeline.copy_stream`). **Launch order** (`Timeline.order`): all ops sorted by start time;
 at equal start compute before communication; then by launch sequence (the order in which the
 simulator launched them; for a fixed-order evaluation, the block order). A zero-duration
 collective and its compute consumer can start at the same instant: then the producer still
@@ -39,6 +40,9 @@ class Timeline:
     num_comm_streams: int = 1
     overlap_slowdown: float = 1.0
     preds: list[list[int]] = field(default_factory=list, repr=False, compare=False)
+    copy_stream: int | None = None
+    """Stream id of the copy engine (k + 1) when the block has memcpy / memset ops on it
+    (sim/engine.py "Copy engine"), else None: then `chains` has k + 1 entries."""
 
     def __len__(self) -> int:
         return len(self.start)

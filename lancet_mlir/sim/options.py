@@ -31,6 +31,9 @@ class SimOptions:
     overlap_slowdown: float = 1.0
     launch_overhead_us: float = 0.0
     """Host time per op launch (sim/engine.py "Launch overhead"); 0 = today's behaviour."""
+    copy_stream: bool = True
+    """Memcpy / memset ops run on a copy-engine stream of their own (sim/engine.py "Copy
+    engine"). Only imported traces have such ops, so the default changes no other model."""
 
     def __post_init__(self) -> None:
         if self.num_comm_streams < 1:
@@ -63,6 +66,7 @@ def resolve_sim_options(
         base.num_comm_streams if num_comm_streams is None else num_comm_streams,
         base.overlap_slowdown if overlap_slowdown is None else float(overlap_slowdown),
         base.launch_overhead_us if launch_overhead_us is None else float(launch_overhead_us),
+        base.copy_stream,
     )
 
 

@@ -23,8 +23,10 @@ from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categorie
 from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
 
 
-def stream_name(stream: int) -> str:
-    """Display name of a stream id: "compute" or "comm <k>"."""
+def stream_name(stream: int, copy_stream: int | None = None) -> str:
+    """Display name of a stream id: "compute", "comm <k>" or (the copy engine) "copy"."""
+    if stream == copy_stream:
+        return "copy"
     return "compute" if stream == COMPUTE_STREAM else f"comm {stream}"
 
 
@@ -81,8 +83,8 @@ def chrome_trace(
                 "args": {"sort_index": pid},
             }
         )
-    for s in range(timeline.num_comm_streams + 1):
-        events.append(_meta("thread_name", pid, s, stream_name(s)))
+    for s in range(len(timeline.chains)):
+        events.append(_meta("thread_name", pid, s, stream_name(s, timeline.copy_stream)))
         events.append(
             {
                 "name": "thread_sort_index",
@@ -165,5 +167,5 @@ def _as_block(block: tuple[str, Timeline] | GanttBlock) -> GanttBlock:
     if isinstance(block, GanttBlock):
         return block
     label, tl = block
-    cats = ["compute" if s == COMPUTE_STREAM else "collective" for s in tl.stream]
+    cats = ["collective" if 0 < s <= tl.num_comm_streams else "compute" for s in tl.stream]
     return GanttBlock(label, tl, cats, [f"op {i}" for i in range(len(tl))])
