@@ -160,7 +160,6 @@ class AlphaBeta:
             return 0.0
         return self.alpha_us + self.beta_us_per_byte * nbytes * bus_factor(kind, group_size)
 
-
     def describe(self) -> str:
         """One phrase for notes: latency and bus bandwidth."""
         return f"alpha-beta (alpha {self.alpha_us:g} us, busbw {1e-3 / self.beta_us_per_byte:.0f} GB/s)"

@@ -80,11 +80,18 @@ def test_event_path_copies_are_not_slowed_and_do_not_slow_compute() -> None:
 def test_event_path_equals_plain_path_at_rate_one_with_launch_overhead() -> None:
     # launches every 1 us: kernel at 1-11, memcpy at 2-10, kernel 11-16 (the plain formula);
     # the event path (list scheduling in the same order) gives the same times
-    plain = evaluate_fixed_order(INDEPENDENT, INDEPENDENT.durations, copies=COPY,
-                                 launch_overhead_us=1.0)
+    plain = evaluate_fixed_order(
+        INDEPENDENT, INDEPENDENT.durations, copies=COPY, launch_overhead_us=1.0
+    )
     assert plain.end == [11.0, 10.0, 16.0]
-    listed = list_schedule(INDEPENDENT, INDEPENDENT.durations, copies=COPY, delayed=[],
-                           launch_overhead_us=1.0, priorities=[3.0, 2.0, 1.0])
+    listed = list_schedule(
+        INDEPENDENT,
+        INDEPENDENT.durations,
+        copies=COPY,
+        delayed=[],
+        launch_overhead_us=1.0,
+        priorities=[3.0, 2.0, 1.0],
+    )
     assert (listed.start, listed.end) == (plain.start, plain.end)
 
 
@@ -128,18 +135,20 @@ func.func @step() {
 """
 
 
-@pytest.mark.parametrize(("options", "makespan", "streams"), [
-    # gemm 0-10, memcpy 0-8 (copy engine), relu 10-15, memset after both 15-17
-    (SimOptions(), 17.0, [0, 2, 0, 2]),
-    # without the copy engine: 10 + 8 + 5 + 2 in order on the compute stream
-    (SimOptions(copy_stream=False), 25.0, [0, 0, 0, 0]),
-])
+@pytest.mark.parametrize(
+    ("options", "makespan", "streams"),
+    [
+        # gemm 0-10, memcpy 0-8 (copy engine), relu 10-15, memset after both 15-17
+        (SimOptions(), 17.0, [0, 2, 0, 2]),
+        # without the copy engine: 10 + 8 + 5 + 2 in order on the compute stream
+        (SimOptions(copy_stream=False), 25.0, [0, 0, 0, 0]),
+    ],
+)
 def test_imported_step_uses_the_copy_engine(
     options: SimOptions, makespan: float, streams: list[int]
 ) -> None:
     module = parse(STEP)
-    (result,) = simulate_module(module, CostModel.from_config(CostConfig()), options,
-                                annotate=True)
+    (result,) = simulate_module(module, CostModel.from_config(CostConfig()), options, annotate=True)
     assert result.summary.makespan_us == makespan
     assert result.timeline.stream == streams
     assert result.graph.is_copy == [False, True, False, True]
@@ -155,7 +164,9 @@ def test_dlrm_rank0_data_dependency_step_overlaps_its_copies() -> None:
     from lancet_mlir.importers.traces.build import build_module
 
     data = Path(__file__).resolve().parents[1] / "data" / "traces" / "dlrm"
-    steps = load_steps([str(data / "worker0.pt.trace.json.gz")], et=[str(data / "dlrm_eg_0.json.gz")])
+    steps = load_steps(
+        [str(data / "worker0.pt.trace.json.gz")], et=[str(data / "dlrm_eg_0.json.gz")]
+    )
     model = CostModel.build(CostConfig(device="v100"))
     spans = []
     for options in (SimOptions(), SimOptions(copy_stream=False)):
@@ -169,6 +180,8 @@ def test_chrome_trace_shows_the_copy_engine() -> None:
 
     tl = evaluate_fixed_order(INDEPENDENT, INDEPENDENT.durations, copies=COPY)
     doc = chrome_trace(INDEPENDENT, INDEPENDENT.durations, tl)
-    threads = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    threads = {
+        e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"
+    }
     assert threads == {0: "compute", 1: "comm 1", 2: "copy"}
     assert [e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"] == [0, 2, 0]

@@ -37,7 +37,9 @@ def test_protocol_times_hand_computed() -> None:
     s = 900_000
     assert V100.protocol("allreduce", s, 8) == "LL128"
     assert V100.time_us("allreduce", s, 8) == pytest.approx(40.6 + s * 1.75 / 110.4e3)
-    assert V100.protocol_time_us("Simple", "allreduce", s, 8) == pytest.approx(56 + s * 1.75 / 120e3)
+    assert V100.protocol_time_us("Simple", "allreduce", s, 8) == pytest.approx(
+        56 + s * 1.75 / 120e3
+    )
     assert V100.protocol_time_us("LL", "allreduce", s, 8) == pytest.approx(15 + s * 1.75 / 30e3)
     # 64 MB: Simple (LL128's 15.4 us latency advantage is gone above ~12 MB)
     s = 64_000_000
@@ -94,10 +96,17 @@ def test_dlrm_eight_ranks_nccl_wire_ratio_within_target() -> None:
     steps = load_steps(paths)
     coll = replay_steps(steps, comm_time=comm_time_fn(steps, None)[0])["collectives"]
     assert coll["table_vs_wire_median"] == pytest.approx(0.7751, abs=1e-4)
-    ratios = [(r["kind"], r["bytes"], round(r["table_us"] / r["wire_us"], 2))
-              for r in coll["per_collective"]]
+    ratios = [
+        (r["kind"], r["bytes"], round(r["table_us"] / r["wire_us"], 2))
+        for r in coll["per_collective"]
+    ]
     assert ratios == [
-        ("all_to_all", 24576, 0.78), ("all_to_all", 192, 0.96), ("all_to_all", 1536, 1.03),
-        ("all_to_all", 13568, 1.07), ("allreduce", 1576964, 0.77), ("all_to_all", 24576, 0.78),
-        ("allreduce", 448, 0.77), ("allreduce", 907840, 0.83),
+        ("all_to_all", 24576, 0.78),
+        ("all_to_all", 192, 0.96),
+        ("all_to_all", 1536, 1.03),
+        ("all_to_all", 13568, 1.07),
+        ("allreduce", 1576964, 0.77),
+        ("all_to_all", 24576, 0.78),
+        ("allreduce", 448, 0.77),
+        ("allreduce", 907840, 0.83),
     ]  # every collective within 1.5x
