@@ -83,13 +83,32 @@ def op_sigs(op: Operation) -> tuple[list[TensorSig], list[TensorSig]]:
 def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
     """(FLOPs, bytes moved) of a comp op from the registry; None for any other op.
 
-    Raises KernelError for a comp op with bad types or parameters.
+    Raises KernelError for a comp op with bad types or parameters. Memoised by what the
+    count depends on (the kernel, operand and result types, properties): partitioners and
+    the cost model ask again for every copy of the same shapes.
     """
     kernel = kernel_of(op)
     if kernel is None:
         return None
-    ins, outs = op_sigs(op)
-    return kernel.cost(ins, outs, kernel_params(op))
+    key = (
+        kernel,  # by identity (a test may register its own kernel under a known name)
+        *(v.type for v in op.operands),
+        None,
+        *(r.type for r in op.results),
+        *sorted(op.properties.items()),
+    )
+    known = _FLOPS_BYTES.get(key)
+    if known is None:
+        ins, outs = op_sigs(op)
+        known = kernel.cost(ins, outs, kernel_params(op))
+        if len(_FLOPS_BYTES) >= _FLOPS_BYTES_MAX:
+            _FLOPS_BYTES.clear()  # a bound on memory; the counts are recomputed alike
+        _FLOPS_BYTES[key] = known
+    return known
+
+
+_FLOPS_BYTES: dict[tuple, tuple[float, float]] = {}
+_FLOPS_BYTES_MAX = 1 << 16
 
 
 def _to_attr(value: Attribute | bool | int | float | str) -> Attribute:

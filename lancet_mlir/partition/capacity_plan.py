@@ -29,6 +29,7 @@ from lancet_mlir.partition.region import (
     Available,
     OpCost,
     PartitionedRegion,
+    SharedOps,
     build_region,
     simulate_range,
 )
@@ -77,8 +78,27 @@ def choose_range(
     that Lancet's DP over ranges (§8.3) finds cheapest."""
     nodes = layer_range(graph, entry, exit_)
     options: OptionsCache = {}  # valid while the graph does not change
+    shared = SharedOps()  # the template ops of the estimates, shared by the choices
+    try:
+        return _choose(graph, nodes, entry, exit_, time_of, available, search, options, shared)
+    finally:
+        shared.discard()
+
+
+def _choose(
+    graph: DataflowGraph,
+    nodes: list[int],
+    entry: int,
+    exit_: int,
+    time_of: OpCost,
+    available: Available,
+    search: CapacitySearch,
+    options: OptionsCache,
+    shared: SharedOps,
+) -> Choice:
+    """`choose_range` with its caches."""
     if search.algo == "range" or search.parts is not None:
-        return best_parts(graph, nodes, entry, exit_, time_of, available, options, search)
+        return best_parts(graph, nodes, entry, exit_, time_of, available, options, search, shared)
     # dp: cut the layer's ops into ranges (the pair's own span is one group) and
     # partition the range holding the pair that the DP finds cheapest (§8.3)
     groups = [[i] for i in nodes if i < entry]
@@ -91,7 +111,7 @@ def choose_range(
         members = [m for g in groups[j:i] for m in g]
         if j <= core < i:
             choices[(j, i)] = best_parts(
-                graph, members, entry, exit_, time_of, available, options, search
+                graph, members, entry, exit_, time_of, available, options, search, shared
             )
             return choices[(j, i)].cost_us
         return simulate_range(graph, members, time_of).makespan_us
@@ -109,9 +129,11 @@ def best_parts(
     available: Available,
     options: OptionsCache,
     search: CapacitySearch,
+    shared: SharedOps | None = None,
 ) -> Choice:
     """The part count (or none) that the phased simulation rates best for the region
-    around the pair within `nodes`."""
+    around the pair within `nodes` (`shared`: template ops kept across the calls for one
+    pair, `estimate.estimate_range`)."""
     base = simulate_range(graph, nodes, time_of).makespan_us
     weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
 
@@ -134,7 +156,7 @@ def best_parts(
         solution = solve(n)
         if solution is None:
             continue  # a reshape's blocks may take 4 parts but not 3
-        cost = estimate_range(graph, nodes, solution, n, time_of, available)
+        cost = estimate_range(graph, nodes, solution, n, time_of, available, shared)
         if cost < best.cost_us:
             best = Choice(nodes, solution, n, base, cost)
     return best

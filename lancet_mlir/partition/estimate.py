@@ -7,7 +7,9 @@ remainder). One detached copy per op and class (its first part) gives the time o
 parts of the class; the phased simulation then runs on a plain task graph with the n
 parts replicated. Border splits and rebuilds are costed from one template each per
 class. This is what the part-count and range choices call many times; the chosen plan is
-then built for real (`region.build_region`).
+then built for real (`region.build_region`). The choices of one pair share their template
+ops (`region.SharedOps`): a range or part count only builds and costs the copies, splits
+and rebuilds that no earlier choice made from the same values.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from lancet_mlir.partition.axes import AxisSolution, split_sizes
 from lancet_mlir.partition.base import part_sizes, shape_of
 from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
-from lancet_mlir.partition.region import Available, OpCost, RegionBuilder, blocked_shape
+from lancet_mlir.partition.region import (
+    Available,
+    OpCost,
+    RegionBuilder,
+    SharedOps,
+    blocked_shape,
+)
 from lancet_mlir.partition.rewriter import role_of
 from lancet_mlir.partition.rules import PARTIAL, build_kernel_op
 
@@ -54,18 +62,26 @@ def estimate_range(
     n: int,
     time_of: OpCost,
     available: Available | None = None,
+    shared: SharedOps | None = None,
 ) -> float:
     """The phased-simulation makespan of `range_nodes` with `solution`'s region split into
-    `n` parts (as `simulate_range` of the built region, from one template part)."""
-    builder = RegionBuilder(graph, solution, n, available or {})
+    `n` parts (as `simulate_range` of the built region, from one template part).
+
+    `shared` (the same `available` for every call with it) keeps the template ops for the
+    next estimates, which reuse those they would make alike; its owner discards them.
+    Without it they are discarded here. The result is the same either way."""
+    own = shared is None
+    shared = SharedOps() if shared is None else shared
+    builder = RegionBuilder(graph, solution, n, available or {}, shared)
     classes = part_classes(graph, solution, n)
-    for k in sorted(set(classes)):
-        for i in builder.out.nodes:
-            builder.copy(i, k)
     try:
+        for k in sorted(set(classes)):
+            for i in builder.out.nodes:
+                builder.copy(i, k)
         return _simulate(graph, range_nodes, builder, classes, time_of)
     finally:
-        builder.out.discard()
+        if own:
+            shared.discard()
 
 
 def part_classes(graph: DataflowGraph, solution: AxisSolution, n: int) -> list[int]:
@@ -85,12 +101,18 @@ def _simulate(
     time_of: OpCost,
 ) -> float:
     n, out = builder.n, builder.out
+    shared = builder.shared
+    assert shared is not None
+
+    def timed(op: Operation) -> float:
+        return shared.time(op, time_of)
+
     tasks = _Tasks()
     task_of: dict[Operation, int] = {}
     for op, phase in zip(list(out.ops), list(out.phases), strict=True):
         if phase == PRELUDE:  # border splits: their inputs come from outside the range
             preds = [task_of[o] for o in _producers(op) if o in task_of]
-            task_of[op] = tasks.add(time_of(op), False, PRELUDE, preds)
+            task_of[op] = tasks.add(timed(op), False, PRELUDE, preds)
     template: dict[tuple[int, int], Operation] = {}
     for k in sorted(set(classes)):
         for i in out.nodes:
@@ -98,7 +120,7 @@ def _simulate(
             assert isinstance(owner, Operation)
             template[(i, k)] = owner
     node_of = {op: i for (i, _), op in template.items()}
-    time_us = {op: time_of(op) for op in template.values()}  # once per template, not per part
+    time_us = {op: timed(op) for op in template.values()}  # once per template, not per part
     part_task: dict[tuple[int, int], int] = {}
     for k in range(n):
         for i in out.nodes:
@@ -113,11 +135,18 @@ def _simulate(
             part_task[(i, k)] = tasks.add(time_us[copy], comm, part_phase(k), preds)
     merged: dict[Operation, int] = {}
     inside = set(out.nodes)
+    mine = set(out.ops)
+
+    def outside(user: Operation) -> bool:
+        # an op outside the region, not one that another choice made (shared, kept for
+        # later choices): the uses are those of this choice alone, as when it was built
+        return user not in builder.originals and (user in mine or user not in shared.owned_set)
+
     for i in out.nodes:
         o = graph.ops[i]
         for j, res in enumerate(o.results):
-            if any(use.operation not in builder.originals for use in res.uses):
-                last = _rebuild_tasks(builder, tasks, part_task, classes, (i, j), time_of)
+            if any(outside(use.operation) for use in res.uses):
+                last = _rebuild_tasks(builder, tasks, part_task, classes, (i, j), timed)
                 merged.setdefault(o, last)
     index = {graph.ops[i]: i for i in range_nodes}
     other_task: dict[int, int] = {}
@@ -130,7 +159,7 @@ def _simulate(
                 preds.append(merged[owner])
             elif owner in index and index[owner] in other_task:
                 preds.append(other_task[index[owner]])
-        other_task[i] = tasks.add(time_of(graph.ops[i]), graph.is_comm[i], ARBITRARY, preds)
+        other_task[i] = tasks.add(timed(graph.ops[i]), graph.is_comm[i], ARBITRARY, preds)
     result = phased_simulate(tasks.preds, tasks.is_comm, tasks.times, tasks.phases)
     return result.makespan_us
 
@@ -145,52 +174,81 @@ def _rebuild_tasks(
 ) -> int:
     """Tasks rebuilding result j of node i (`ref`) from its n parts, each part costed by
     its class's template; returns the last task."""
-    n, out = builder.n, builder.out
     i, j = ref
-    origins = builder.rebuild_origins(i, j)
-
-    def put(op: Operation, phase: int) -> Operation:
-        mark_moved([op], origins)  # before it is costed, as the built rebuild is
-        return out.add(op, phase)
-
-    o = builder.graph.ops[i]
-    template = builder.chunks[(i, j)]
-    part0 = template[0]
-    role = role_of(o)
-    parts = [part_task[(i, k)] for k in range(n)]
-    slot = builder.options[i][1][j]
-    if slot == PARTIAL:
-        add = put(build_kernel_op("add", [part0, part0], None, role), EPILOGUE)
-        last, add_us = parts[0], time_of(add)
-        for k in range(1, n):  # the chain adds part k as soon as it is there
+    parts = [part_task[(i, k)] for k in range(builder.n)]
+    prices = _rebuild_prices(builder, classes, ref, time_of)
+    if prices[0] == "add":
+        last, add_us = parts[0], prices[1]
+        for k in range(1, builder.n):  # the chain adds part k as soon as it is there
             last = tasks.add(add_us, False, EPILOGUE, [last, parts[k]])
         return last
-    assert isinstance(slot, tuple)
-    axis, groups = slot
-    shape = shape_of(o.results[j])
-    assert shape is not None
-    if groups == 1:
-        inputs = [template[classes[k]] for k in range(n)]
-        concat = put(build_kernel_op("concat", inputs, {"axis": axis}, role), EPILOGUE)
-        return tasks.add(time_of(concat), False, EPILOGUE, parts)
-    inner = part_sizes(shape[axis] // groups, n)
-    wide: dict[int, Operation] = {}
-    for k in sorted(set(classes)):
-        wide[k] = put(
-            build_kernel_op(
-                "reshape", [template[k]], {"shape": blocked_shape(shape, axis, groups, inner[k])},
-                role,
-            ),
-            EPILOGUE,
-        )  # fmt: skip
-    wide_us = {k: time_of(op) for k, op in wide.items()}
+    if prices[0] == "concat":
+        return tasks.add(prices[1], False, EPILOGUE, parts)
+    _, wide_us, joined_us, back_us = prices
     reshaped = [tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)]
-    joined = put(
-        build_kernel_op(
-            "concat", [wide[classes[k]].results[0] for k in range(n)], {"axis": axis + 1}, role
-        ),
-        EPILOGUE,
-    )
-    concat_task = tasks.add(time_of(joined), False, EPILOGUE, reshaped)
-    back = put(build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role), EPILOGUE)
-    return tasks.add(time_of(back), False, EPILOGUE, [concat_task])
+    concat_task = tasks.add(joined_us, False, EPILOGUE, reshaped)
+    return tasks.add(back_us, False, EPILOGUE, [concat_task])
+
+
+def _rebuild_prices(
+    builder: RegionBuilder, classes: list[int], ref: tuple[int, int], time_of: OpCost
+) -> tuple:
+    """The times of the ops rebuilding result j of node i (`ref`) from its class templates:
+    ("add", µs) for partial sums, ("concat", µs), or ("blocked", µs per class of the
+    reshapes, µs of the concatenation, µs of the reshape back). Built once per template
+    parts in `builder.shared` (and owned by it)."""
+    shared = builder.shared
+    assert shared is not None
+    n = builder.n
+    i, j = ref
+    origins = builder.rebuild_origins(i, j)
+    template = builder.chunks[(i, j)]
+    key = (i, j, n, builder.options[i], tuple(classes), tuple(origins),
+           *(template[k] for k in sorted(set(classes))))  # fmt: skip
+    known = shared.prices.get(key)
+    if known is not None:
+        return known
+
+    def put(op: Operation) -> Operation:
+        mark_moved([op], origins)  # before it is costed, as the built rebuild is
+        shared.own([op])
+        return op
+
+    o = builder.graph.ops[i]
+    role = role_of(o)
+    slot = builder.options[i][1][j]
+    prices: tuple
+    if slot == PARTIAL:
+        add = put(build_kernel_op("add", [template[0], template[0]], None, role))
+        prices = ("add", time_of(add))
+    else:
+        assert isinstance(slot, tuple)
+        axis, groups = slot
+        shape = shape_of(o.results[j])
+        assert shape is not None
+        if groups == 1:
+            inputs = [template[classes[k]] for k in range(n)]
+            concat = put(build_kernel_op("concat", inputs, {"axis": axis}, role))
+            prices = ("concat", time_of(concat))
+        else:
+            inner = part_sizes(shape[axis] // groups, n)
+            wide: dict[int, Operation] = {}
+            for k in sorted(set(classes)):
+                wide[k] = put(
+                    build_kernel_op(
+                        "reshape", [template[k]],
+                        {"shape": blocked_shape(shape, axis, groups, inner[k])}, role,
+                    )
+                )  # fmt: skip
+            wide_us = {k: time_of(op) for k, op in wide.items()}
+            joined = put(
+                build_kernel_op(
+                    "concat", [wide[classes[k]].results[0] for k in range(n)], {"axis": axis + 1},
+                    role,
+                )
+            )  # fmt: skip
+            joined_us = time_of(joined)
+            back = put(build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role))
+            prices = ("blocked", wide_us, joined_us, time_of(back))
+    shared.prices[key] = prices
+    return prices

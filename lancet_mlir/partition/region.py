@@ -73,6 +73,47 @@ class PartitionedRegion:
         self.ops.clear()
 
 
+class SharedOps:
+    """Detached ops that the estimates of one pair's choices share (`estimate.estimate_range`):
+    a part copy or border split is made once per (op, part, n, option, inputs) and reused by
+    every builder that would make exactly the same op from exactly the same values, so the
+    ranges and part counts the DP tries build only what differs. Owns what it made:
+    `discard` erases it."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple, tuple[list[Operation], list[SSAValue]]] = {}
+        """Key of a copy or split -> the ops it made (creation order) and its parts."""
+        self.owned: list[Operation] = []
+        self.owned_set: set[Operation] = set()
+        self.times: dict[Operation, float] = {}
+        self.prices: dict[tuple, tuple] = {}
+        """Costs of rebuilds made from the same template parts (`estimate`)."""
+
+    def own(self, ops: Sequence[Operation]) -> None:
+        """Take `ops` (new, detached) to erase with the rest."""
+        self.owned.extend(ops)
+        self.owned_set.update(ops)
+
+    def time(self, op: Operation, time_of: OpCost) -> float:
+        """`time_of(op)`, asked once per op."""
+        known = self.times.get(op)
+        if known is None:
+            known = self.times[op] = time_of(op)
+        return known
+
+    def discard(self) -> None:
+        """Erase every op made (none was inserted)."""
+        for op in reversed(self.owned):
+            op.drop_all_references()
+        for op in reversed(self.owned):
+            op.erase(safe_erase=False)
+        self.owned.clear()
+        self.owned_set.clear()
+        self.made.clear()
+        self.times.clear()
+        self.prices.clear()
+
+
 def part_shape(shape: Sequence[int], chunking: Chunking, n: int, k: int) -> tuple[int, ...]:
     """The shape of part k of n of a value of `shape` chunked along `chunking`."""
     axis, groups = chunking
@@ -109,8 +150,11 @@ class RegionBuilder:
         solution: AxisSolution,
         n: int,
         available: Available,
+        shared: SharedOps | None = None,
     ):
         self.available = available
+        self.shared = shared
+        """With `shared`, equal copies and splits are taken from it (and owned by it)."""
         self.graph = graph
         self.options = solution.options
         self.out = PartitionedRegion(solution.nodes, n)
@@ -144,6 +188,13 @@ class RegionBuilder:
         earlier = self.available.get(v, {}).get((chunking, self.n))
         if earlier is not None:
             return earlier  # an earlier region left exactly these parts
+        shared_key = ("split", v, chunking, self.n, like)
+        if self.shared is not None and shared_key in self.shared.made:
+            made, parts = self.shared.made[shared_key]
+            for op in made:
+                self.out.add(op, PRELUDE)
+            self.border[key] = parts
+            return parts
         axis, groups = chunking
         role = role_of(like)
         shape = shape_of(v)
@@ -179,6 +230,9 @@ class RegionBuilder:
             ]
         producer = v.owner if isinstance(v.owner, Operation) else None
         mark_moved(self.out.ops[first:], [producer, like])
+        if self.shared is not None:
+            self.shared.made[shared_key] = (self.out.ops[first:], parts)
+            self.shared.own(self.out.ops[first:])
         self.border[key] = parts
         return parts
 
@@ -202,6 +256,10 @@ class RegionBuilder:
         o = self.graph.ops[i]
         ins, outs = self.options[i]
         inputs = [self._operand(v, s, k, o) for v, s in zip(o.operands, ins, strict=True)]
+        shared_key = ("copy", i, k, self.n, self.options[i], *inputs)
+        if self.shared is not None and shared_key in self.shared.made:
+            self._record(i, k, self.shared.made[shared_key][0][0])
+            return
         carried: dict[str, Attribute] = carried_annotations(o)
         carried[attrs.PART] = IntegerAttr(k, i64)
         shapes = [
@@ -218,6 +276,14 @@ class RegionBuilder:
             copy.attributes.update(carried)
         else:
             copy = clone_kernel_op(o, inputs, carried, shapes)
+        if self.shared is not None:
+            self.shared.made[shared_key] = ([copy], [])
+            self.shared.own([copy])
+        self._record(i, k, copy)
+
+    def _record(self, i: int, k: int, copy: Operation) -> None:
+        """Add `copy` as part k of region op i."""
+        o = self.graph.ops[i]
         self.out.add(copy, part_phase(k))
         for j, (res, old) in enumerate(zip(copy.results, o.results, strict=True)):
             self.chunks.setdefault((i, j), {})[k] = res

@@ -243,7 +243,7 @@ def test_every_count_is_costed_not_only_up_to_the_first_worse_one(monkeypatch) -
     costs = {2: 10.0, 3: 12.0, 4: 8.0}
     seen: list[int] = []
 
-    def fake_estimate(graph, nodes, solution, n, time_of, available=None) -> float:
+    def fake_estimate(graph, nodes, solution, n, time_of, available=None, shared=None) -> float:
         seen.append(n)
         return costs[n]
 

@@ -1,0 +1,140 @@
+"""The DP's estimates share their template ops (`region.SharedOps`): the same makespans as
+unshared estimates, fewer ops built, nothing left reading the block once discarded; and the
+kernel registry's FLOP/byte count is memoised by shape."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation
+
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.dialects import comp
+from lancet_mlir.dialects.comp import build_op, kernel_of, op_sigs
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.partition.axes import AxisSolution, solve_axes
+from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.capacity_plan import layer_range
+from lancet_mlir.partition.estimate import estimate_range
+from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.region import SharedOps
+
+# capacity 8: 3 and 5 parts are uneven
+CFG = GPT2MoEConfig(layers=2, hidden=64, heads=4, seq=32, batch=4, world_size=8,
+                    experts_per_rank=2, vocab=64)  # fmt: skip
+
+
+def _graph() -> DataflowGraph:
+    fn = next(op for op in build_gpt2_moe(CFG).walk() if isinstance(op, FuncOp))
+    return DataflowGraph.from_block(fn.body.block)
+
+
+def _time_of():
+    model = CostModel.from_config(CostConfig(device="v100"))
+    return lambda op: model.op_time_us(op, CFG.world_size)
+
+
+def _choices(graph: DataflowGraph, time_of) -> list[tuple[list[int], AxisSolution, int]]:
+    """(range, solution, n) as the DP tries them: ranges grown around each pair's layer,
+    every count 2..5."""
+    out = []
+    for entry, exit_ in all_to_all_pairs(graph):
+        layer = layer_range(graph, entry, exit_)
+        for grow_lo in (0, 2, 4):
+            for grow_hi in (0, 3):
+                nodes = list(
+                    range(max(0, layer[0] - grow_lo), min(len(graph), layer[-1] + 1 + grow_hi))
+                )
+                weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
+                for n in (2, 3, 4, 5):
+                    solution = solve_axes(graph, nodes, [entry, exit_], weights, parts=n)
+                    if solution is not None:
+                        out.append((nodes, solution, n))
+    return out
+
+
+def _uses(graph: DataflowGraph) -> list[int]:
+    return [len(list(r.uses)) for op in graph.ops for r in op.results]
+
+
+def test_shared_estimates_equal_unshared_ones_and_build_less() -> None:
+    graph, time_of = _graph(), _time_of()
+    choices = _choices(graph, time_of)
+    assert len(choices) >= 40
+    uses = _uses(graph)
+    alone = [estimate_range(graph, nodes, sol, n, time_of) for nodes, sol, n in choices]
+    assert _uses(graph) == uses  # each unshared estimate erased its ops
+    shared = SharedOps()
+    together = [
+        estimate_range(graph, nodes, sol, n, time_of, None, shared) for nodes, sol, n in choices
+    ]
+    assert together == alone  # exactly, not approximately
+    built = len(shared.owned)
+    # asked again, every choice finds all its ops made: nothing new, the same makespans
+    again = [
+        estimate_range(graph, nodes, sol, n, time_of, None, shared) for nodes, sol, n in choices
+    ]
+    assert again == alone
+    assert len(shared.owned) == built
+    # one estimate alone builds as much as the first choice did: sharing builds less than
+    # the choices one by one
+    each = 0
+    for nodes, sol, n in choices:
+        one = SharedOps()
+        estimate_range(graph, nodes, sol, n, time_of, None, one)
+        each += len(one.owned)
+        one.discard()
+    assert built < each
+    assert _uses(graph) != uses  # the shared copies read the block's values until ...
+    shared.discard()
+    assert _uses(graph) == uses  # ... they are discarded
+    assert shared.owned == []
+    assert shared.made == {}
+
+
+def test_a_choice_counts_only_its_own_readers_of_a_region_result() -> None:
+    # a value that a copy made for another choice reads is not "used outside the region"
+    # for this one: the estimate after many others equals the estimate made first
+    graph, time_of = _graph(), _time_of()
+    choices = _choices(graph, time_of)
+    last = choices[-1]
+    first = estimate_range(graph, *last[:1], last[1], last[2], time_of)
+    shared = SharedOps()
+    for nodes, sol, n in choices:
+        estimate_range(graph, nodes, sol, n, time_of, None, shared)
+    assert estimate_range(graph, last[0], last[1], last[2], time_of, None, shared) == first
+    shared.discard()
+
+
+def test_flops_bytes_are_counted_once_per_shape(monkeypatch) -> None:
+    calls: list[Operation] = []
+
+    def counting(op: Operation):
+        calls.append(op)
+        return op_sigs(op)
+
+    monkeypatch.setattr(comp, "op_sigs", counting)
+    monkeypatch.setattr(comp, "_FLOPS_BYTES", {})
+    graph = _graph()
+    matmuls = [op for op in graph.ops if op.name == "comp.matmul"]
+    first = matmuls[0]
+    twin = build_op("matmul", list(first.operands), None)  # a new op of the same shapes
+    other = next(op for op in matmuls if op.operands[0].type != first.operands[0].type or
+                 op.operands[1].type != first.operands[1].type)  # fmt: skip
+    kernel = kernel_of(first)
+    assert kernel is not None
+    expected = kernel.cost(*op_sigs(first), comp.kernel_params(first))
+    assert comp.op_flops_bytes(first) == expected
+    assert comp.op_flops_bytes(twin) == expected
+    assert calls == [first]  # the twin was not counted again
+    ins, outs = op_sigs(other)
+    assert comp.op_flops_bytes(other) == kernel.cost(ins, outs, comp.kernel_params(other))
+    assert calls == [first, other]
+    out_shape, w_shape = shape_of(first.results[0]), shape_of(first.operands[1])
+    assert out_shape is not None
+    assert w_shape is not None
+    assert expected[0] == pytest.approx(2.0 * math.prod(out_shape) * w_shape[0])  # 2 M N K
+    twin.erase()
