@@ -118,6 +118,26 @@ def fused_collective(members: Sequence[Operation]) -> tuple[Operation, list[SSAV
     return fused, olds
 
 
+def fused_signature(members: Sequence[Operation]) -> tuple:
+    """Everything the op `fused_collective(members)` would carry (kind, operand and result
+    types, properties, attributes), without building it: two groups with equal signatures
+    fuse into equal ops, which cost the same."""
+    first = members[0]
+    sections = [_sections(op) for op in members]
+    operands = tuple(v.type for part in (0, 1) for ins, _ in sections for v in ins[part])
+    results = tuple(r.type for part in (0, 1) for _, outs in sections for r in outs[part])
+    fill = None
+    if any(attrs.FILL in op.attributes for op in members):
+        fill = fused_fill(cast(Sequence[CollectiveOp], members))
+    common = _common_attributes(members)
+    if fill is not None:
+        common.pop(attrs.FILL, None)  # set_fill replaces it
+    return (
+        type(first), operands, results, tuple(sorted(first.properties.items())),
+        tuple(sorted(common.items())), fill,
+    )  # fmt: skip
+
+
 def fuse_collectives(members: Sequence[Operation]) -> Operation:
     """Replace compatible collectives by one variadic collective of the same kind.
 

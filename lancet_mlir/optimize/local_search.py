@@ -67,6 +67,8 @@ class ChainSearch:
         self.progress = progress
         self.evaluations = 0
         self.improvements = 0
+        self._ready: list[float] | None = None
+        """Per step: when each op's producers end in the incumbent (`_fill_gap`)."""
 
     # ---- the search ----------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -125,6 +127,7 @@ class ChainSearch:
             for k, v in enumerate(chain):
                 position[v] = k
         segments = self._segments(self._critical_path())
+        self._ready = None  # the incumbent changed: made again by the first gap to fill
         for index, segment in enumerate(segments):
             stream = 1 if self.problem.is_comm[segment[0]] else 0
             chain = chains[stream]
@@ -215,13 +218,14 @@ class ChainSearch:
             return
         dur = self.problem.durations
         below = self.descendants[w]
+        if self._ready is None:  # when each op's producers are done, for every gap of the step
+            get = end.__getitem__
+            self._ready = [max(map(get, ps), default=0.0) for ps in self.problem.preds]
+        ready = self._ready
         options = []
         for q in range(k + 1, len(chain)):
             x = chain[q]
-            if below >> x & 1:
-                continue
-            ready = max((end[p] for p in self.problem.preds[x]), default=0.0)
-            if ready <= gap_from:
+            if ready[x] <= gap_from and not below >> x & 1:
                 options.append((abs(dur[x] - gap), -dur[x], q))
         options.sort()
         picked = options[: GAP_FILLERS - 1]

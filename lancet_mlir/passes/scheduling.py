@@ -15,7 +15,13 @@ from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
-from lancet_mlir.graph.rewrite import ScheduleError, fuse_collectives, fused_collective, relink
+from lancet_mlir.graph.rewrite import (
+    ScheduleError,
+    fuse_collectives,
+    fused_collective,
+    fused_signature,
+    relink,
+)
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
@@ -56,24 +62,36 @@ def never_worse(problem: Problem, candidate: Sequence[int], options: SimOptions)
     return identity
 
 
-def fusion_hooks(graph: DataflowGraph, cost_model: CostModel) -> FusionHooks:
+def fusion_hooks(
+    graph: DataflowGraph, cost_model: CostModel, priced: dict[tuple, float] | None = None
+) -> FusionHooks:
     """How fusion prices a group (the cost model's time for the fused collective, built
     as a temporary op and erased again) and matches two collectives (`fusion_key`).
     Both are memoised per block: fusion asks again for the groups it priced from another
-    start, and a collective's key does not change while the block is planned."""
+    start, and a collective's key does not change while the block is planned; a group
+    whose fused op would equal one already priced (`fused_signature`: the same kinds, types
+    and attributes, as the layers of a model give) takes that price without building it.
+    `priced` (signature -> µs) lets blocks costed by the same model share those prices
+    (lancet-schedule's candidates: their gradient all-reduces are alike)."""
     world = module_world_size(graph.ops[0]) if graph.ops else None
     prices: dict[tuple[int, ...], float] = {}
+    by_signature = {} if priced is None else priced
     keys: dict[int, tuple | None] = {}
 
     def fused_time(group: list[int]) -> float:
         known = prices.get(tuple(group))
         if known is not None:
             return known
-        temp, _ = fused_collective([graph.ops[m] for m in group])
-        try:
-            price = prices[tuple(group)] = float(cost_model.op_time_us(temp, world))
-        finally:
-            temp.erase()
+        members = [graph.ops[m] for m in group]
+        signature = (id(cost_model), world, fused_signature(members))
+        price = by_signature.get(signature)
+        if price is None:
+            temp, _ = fused_collective(members)
+            try:
+                price = by_signature[signature] = float(cost_model.op_time_us(temp, world))
+            finally:
+                temp.erase()
+        prices[tuple(group)] = price
         return price
 
     def key_of(v: int) -> tuple | None:

@@ -1,12 +1,16 @@
-"""The DP's estimates share their template ops (`region.SharedOps`): the same makespans as
-unshared estimates, fewer ops built, nothing left reading the block once discarded; and the
-kernel registry's FLOP/byte count is memoised by shape."""
+"""What lancet-schedule's candidates share, checked to change no result: the DP's estimates
+share their template ops (`region.SharedOps`: the same makespans as unshared estimates,
+fewer ops built, nothing left reading the block once discarded); the kernel registry's
+FLOP/byte count is memoised by shape; fused all-reduces are priced once per signature
+across blocks; the pass runs with the input frozen for the garbage collector."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from helpers import function_graph, parse
+from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
@@ -14,6 +18,7 @@ from lancet_mlir.cost.cost_model import CostConfig, CostModel
 from lancet_mlir.dialects import comp
 from lancet_mlir.dialects.comp import build_op, kernel_of, op_sigs
 from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.graph.rewrite import fused_collective, fused_signature
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
 from lancet_mlir.partition.axes import AxisSolution, solve_axes
 from lancet_mlir.partition.base import shape_of
@@ -21,6 +26,8 @@ from lancet_mlir.partition.capacity_plan import layer_range
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
 from lancet_mlir.partition.region import SharedOps
+from lancet_mlir.passes import scheduling
+from lancet_mlir.passes.scheduling import fusion_hooks
 
 # capacity 8: 3 and 5 parts are uneven
 CFG = GPT2MoEConfig(layers=2, hidden=64, heads=4, seq=32, batch=4, world_size=8,
@@ -138,3 +145,91 @@ def test_flops_bytes_are_counted_once_per_shape(monkeypatch) -> None:
     assert w_shape is not None
     assert expected[0] == pytest.approx(2.0 * math.prod(out_shape) * w_shape[0])  # 2 M N K
     twin.erase()
+
+
+def test_lancet_schedule_runs_with_the_input_frozen_and_fewer_collections(monkeypatch) -> None:
+    import gc
+
+    from lancet_mlir.passes import lancet_schedule
+    from lancet_mlir.passes.lancet_schedule import GC_THRESHOLD, LancetSchedulePass
+
+    seen: list[tuple[int, int]] = []
+    run = lancet_schedule.run_pipeline
+
+    def spy(*args, **kwargs):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(lancet_schedule, "run_pipeline", spy)
+    before = gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    module = build_gpt2_moe(CFG)
+    LancetSchedulePass(partition="none", max_seconds=0).apply(Context(), module)
+    assert seen
+    assert all(t == GC_THRESHOLD and count > frozen for t, count in seen)
+    assert gc.get_threshold() == before  # restored
+    assert gc.get_freeze_count() == frozen
+
+
+GRADS = """
+builtin.module attributes {lancet.world_size = 8 : i64} {
+  func.func @f(%g: tensor<262144xf32>, %h: tensor<786432xf32>) {
+    %a = comm.allreduce %g {lancet.fill = 0.5 : f64, lancet.role = "dw"} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %b = comm.allreduce %h {lancet.role = "dw"} : (tensor<786432xf32>) -> tensor<786432xf32>
+    %c = comm.allreduce %g {lancet.fill = 0.5 : f64, lancet.role = "dw"} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %d = comm.allreduce %h {lancet.role = "dw"} : (tensor<786432xf32>) -> tensor<786432xf32>
+    %e = comm.allreduce %g {lancet.fill = 0.5 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+    %f = comm.allreduce %h {lancet.role = "dw"} : (tensor<786432xf32>) -> tensor<786432xf32>
+    func.return
+  }
+}
+"""
+
+
+def _fused_text(members: list[Operation]) -> str:
+    fused, _ = fused_collective(members)
+    text = f"{fused.name} {[v.type for v in fused.operands]} {dict(fused.properties)} {dict(fused.attributes)}"
+    fused.erase()
+    return text
+
+
+def test_equal_fused_signatures_are_equal_fused_ops() -> None:
+    ops = function_graph(parse(GRADS)).ops
+    groups = [[0, 1], [2, 3], [4, 5], [1, 0], [0, 2], [2, 4], [0, 1, 2], [2, 3, 4]]
+    for x in groups:
+        for y in groups:
+            mx, my = [ops[i] for i in x], [ops[i] for i in y]
+            same_op = _fused_text(mx) == _fused_text(my)
+            assert (fused_signature(mx) == fused_signature(my)) == same_op, (x, y)
+    # by hand: the layers' pairs fuse alike; without the common role, or in another
+    # order, or with a fill that the members do not share, they do not
+    assert fused_signature([ops[0], ops[1]]) == fused_signature([ops[2], ops[3]])
+    assert fused_signature([ops[0], ops[1]]) != fused_signature([ops[4], ops[5]])
+    assert fused_signature([ops[0], ops[1]]) != fused_signature([ops[1], ops[0]])
+    assert fused_signature([ops[0], ops[2]]) != fused_signature([ops[0], ops[1]])
+
+
+def test_fusion_prices_are_shared_by_signature_across_blocks(monkeypatch) -> None:
+    built: list[int] = []
+    make = scheduling.fused_collective
+
+    def counting(members):
+        built.append(len(members))
+        return make(members)
+
+    monkeypatch.setattr(scheduling, "fused_collective", counting)
+    model = CostModel.from_config(CostConfig(cluster="p3dn"))
+    priced: dict[tuple, float] = {}
+    one = fusion_hooks(function_graph(parse(GRADS)), model, priced)
+    other_graph = function_graph(parse(GRADS))  # another candidate's block
+    other = fusion_hooks(other_graph, model, priced)
+    first = one.fused_time([0, 1])
+    assert built == [2]
+    assert other.fused_time([2, 3]) == first  # same signature: not built again
+    assert one.fused_time([2, 3]) == first
+    assert built == [2]
+    other.fused_time([4, 5])  # no common role: another op, built and priced (alike here)
+    assert built == [2, 2]
+    fused, _ = make([other_graph.ops[2], other_graph.ops[3]])
+    assert first == model.op_time_us(fused, 8)
+    fused.erase()
