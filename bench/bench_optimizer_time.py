@@ -9,6 +9,11 @@ time does; each pair runs `--repeat` times and the smallest of each is kept.
 
     python bench/bench_optimizer_time.py                      # 12, 24, 48 layers
     python bench/bench_optimizer_time.py --layers 12 24 48 96 --out /tmp/t
+    python bench/bench_optimizer_time.py --layers 24 --baseline /tmp/old   # before/after
+
+`--baseline DIR` (a source tree of another commit, e.g. `git archive OLD lancet_mlir | tar
+-x -C DIR`) also runs both processes with that tree's `lancet_mlir` first on PYTHONPATH,
+interleaved with the current ones, and adds a `before` row per layer count.
 
 Writes `optimizer_time.json`, `optimizer_time.md` (the table of docs/benchmarks.md) and
 `optimizer_time.png` (CPU seconds against layers, both runs) into `--out`
@@ -29,9 +34,14 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def _child_run(argv: list[str]) -> tuple[float, float]:
-    """(CPU seconds, peak RSS in MB) of one child process running `argv` (exit 0 required)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _child_run(argv: list[str], source: Path | None = None) -> tuple[float, float]:
+    """(CPU seconds, peak RSS in MB) of one child process running `argv` (exit 0 required);
+    with `source`, its `lancet_mlir` is imported instead of the installed one."""
+    env = None
+    if source is not None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, rusage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -47,27 +57,39 @@ def model_argv(layers: int) -> list[str]:
             "--heads", "16", "--seq", "512", "--batch", "8", "--world-size", str(world)]  # fmt: skip
 
 
-def measure(layers: int, repeat: int, workdir: Path) -> dict:
-    """One row: ops, CPU seconds and peak MB of both runs, and their ratios."""
+def measure(layers: int, repeat: int, workdir: Path, baseline: Path | None = None) -> list[dict]:
+    """One row (two with `baseline`, its row first): ops, CPU seconds and peak MB of both
+    runs, and their ratios."""
     model = workdir / f"nl{layers}.mlir"
     model.write_text(
         subprocess.run(model_argv(layers), check=True, capture_output=True, text=True).stdout
     )
     ops = sum(1 for line in model.read_text().splitlines() if " = " in line or '"comm.' in line)
     opt = [str(BIN / "lancet-opt"), "--cluster", "p3dn", str(model), "-o", os.devnull]
-    base_cpu = sched_cpu = float("inf")
-    base_mb = sched_mb = 0.0
+    sources: list[tuple[str, Path | None]] = [("after", None)]
+    if baseline is not None:
+        sources.insert(0, ("before", baseline))
+    best = {name: [float("inf"), 0.0, float("inf"), 0.0] for name, _ in sources}
     for _ in range(repeat):
-        cpu, mb = _child_run(opt)
-        base_cpu, base_mb = min(base_cpu, cpu), max(base_mb, mb)
-        cpu, mb = _child_run([*opt, "-p", "lancet-schedule"])
-        sched_cpu, sched_mb = min(sched_cpu, cpu), max(sched_mb, mb)
-    return {
-        "layers": layers, "ops": ops, "parse_print_s": round(base_cpu, 2),
-        "lancet_schedule_s": round(sched_cpu, 2), "time_ratio": round(sched_cpu / base_cpu, 2),
-        "parse_print_mb": round(base_mb, 1), "lancet_schedule_mb": round(sched_mb, 1),
-        "memory_ratio": round(sched_mb / base_mb, 2),
-    }  # fmt: skip
+        for name, source in sources:  # interleaved: both see the same machine load
+            b = best[name]
+            cpu, mb = _child_run(opt, source)
+            b[0], b[1] = min(b[0], cpu), max(b[1], mb)
+            cpu, mb = _child_run([*opt, "-p", "lancet-schedule"], source)
+            b[2], b[3] = min(b[2], cpu), max(b[3], mb)
+    rows = []
+    for name, _ in sources:
+        base_cpu, base_mb, sched_cpu, sched_mb = best[name]
+        row = {
+            "layers": layers, "ops": ops, "parse_print_s": round(base_cpu, 2),
+            "lancet_schedule_s": round(sched_cpu, 2), "time_ratio": round(sched_cpu / base_cpu, 2),
+            "parse_print_mb": round(base_mb, 1), "lancet_schedule_mb": round(sched_mb, 1),
+            "memory_ratio": round(sched_mb / base_mb, 2),
+        }  # fmt: skip
+        if baseline is not None:
+            row["version"] = name
+        rows.append(row)
+    return rows
 
 
 def table(rows: list[dict]) -> str:
@@ -77,8 +99,9 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        label = f"{r['layers']}, {r['version']}" if "version" in r else str(r["layers"])
         lines.append(
-            f"| {r['layers']} | {r['ops']} | {r['parse_print_s']} | {r['lancet_schedule_s']} | "
+            f"| {label} | {r['ops']} | {r['parse_print_s']} | {r['lancet_schedule_s']} | "
             f"{r['time_ratio']}x | {r['parse_print_mb']} | {r['lancet_schedule_mb']} | {r['memory_ratio']}x |"
         )
     return "\n".join(lines) + "\n"
@@ -92,9 +115,14 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    layers = [r["layers"] for r in rows]
-    ax.plot(layers, [r["parse_print_s"] for r in rows], "o-", label="parse + print")
-    ax.plot(layers, [r["lancet_schedule_s"] for r in rows], "s-", label="lancet-schedule")
+    after = [r for r in rows if r.get("version", "after") == "after"]
+    before = [r for r in rows if r.get("version") == "before"]
+    layers = [r["layers"] for r in after]
+    ax.plot(layers, [r["parse_print_s"] for r in after], "o-", label="parse + print")
+    ax.plot(layers, [r["lancet_schedule_s"] for r in after], "s-", label="lancet-schedule")
+    if before:
+        ax.plot([r["layers"] for r in before], [r["lancet_schedule_s"] for r in before], "s--",
+                label="lancet-schedule, before")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("layers")
@@ -110,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, nargs="+", default=[12, 24, 48])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="source tree of the commit to compare with (a before row each)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "lancet_mlir").is_dir():
+        parser.error(f"--baseline {args.baseline}: no lancet_mlir folder there")
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(n, args.repeat, Path(tmp)) for n in args.layers]
+        rows = [
+            row for n in args.layers for row in measure(n, args.repeat, Path(tmp), args.baseline)
+        ]
     (args.out / "optimizer_time.json").write_text(json.dumps(rows, indent=1) + "\n")
     (args.out / "optimizer_time.md").write_text(table(rows))
     plot(rows, args.out / "optimizer_time.png")
