@@ -40,8 +40,8 @@ def test_plan_splits_the_forward_pair_only() -> None:
     assert PLAN_CFG.capacity == 128
     report = optimized().report
     # the DP's part count per pair: the forward pair (dispatch -> experts -> combine) in 2,
-    # the backward pair (combine's gradient -> experts' backward -> dispatch's) whole: its
-    # exit exchange already overlaps the weight gradients, so no count is cheaper there
+    # the backward pair (combine's gradient -> experts' backward -> dispatch's) whole: the
+    # DP's phased estimate rates no count 2..8 cheaper than its whole range
     plan = report["moe_plan"]
     assert [(p["pair"], p["role"], p["axis"], p["parts"]) for p in plan] == [
         (["all_to_all_single", "all_to_all_single_1"], "fwd", [0, 4], 2)

@@ -84,11 +84,11 @@ def plan_moe(module: ModuleOp, block: Block, max_parts: int = 8) -> list[tuple[P
     """The library's plan for every all-to-all pair of `block` (the step's body in
     `module`, whose `lancet.*` attributes cost it), in program order, with each pair's axis
     as an FX `Desc` of the first all-to-all's result; pairs left whole are not listed."""
+    from lancet_mlir.cost.cost_model import CostModel
+    from lancet_mlir.cost.settings import module_cost_settings
     from lancet_mlir.dialects.comm import module_world_size
-    from lancet_mlir.passes.moe_partition import MoePartitionPass
 
-    costing = MoePartitionPass()
-    model = costing.cost_model(module)
+    model = CostModel.from_config(module_cost_settings(module).config())
     world = module_world_size(module)
     times: dict[Operation, float] = {}
 
