@@ -2,7 +2,8 @@
 
 The time of an op is the answer of the first source of the model's chain that answers
 (`sources.py`: the `CostSource` protocol, the built-in sources and how to add one):
-1. `attribute`: an explicit `lancet.time_us` attribute on the op;
+1. `attribute`: an explicit `lancet.time_us` attribute on the op; then `in-place`: 0 for a
+   `comp.concat` whose parts were written into its buffer (`dialects/destination.py`);
 2. `profile`: a profile entry for the op's exact key (`op_key`), also for collectives: a
    measured time of exactly this collective beats a table fitted over many sizes (Lancet
    instead overwrote profiled collective times with its cost model, lancet-algorithms.md §1.4;
@@ -62,6 +63,7 @@ from lancet_mlir.cost.sources import (
     AlphaBetaSource,
     AttributeSource,
     CostSource,
+    InPlaceSource,
     ProfileSource,
     RooflineSource,
     TableSource,
@@ -205,9 +207,10 @@ class CostModel:
         self._unknown: dict[str, int] = {}
 
     def default_chain(self) -> list[CostSource]:
-        """attribute > profile (when the config has profiles) > the config's sources >
+        """attribute > in-place (an in-place concat: 0) > profile (when the config has
+        profiles) > the config's sources >
         table > alpha-beta > roofline."""
-        chain: list[CostSource] = [AttributeSource()]
+        chain: list[CostSource] = [AttributeSource(), InPlaceSource()]
         if self.config.profiles:
             chain.append(self._profile_source)
         chain.extend(self.config.sources)

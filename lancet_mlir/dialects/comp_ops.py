@@ -298,12 +298,15 @@ class SplitOp(CompOp):
 
 @irdl_op_definition
 class ConcatOp(CompOp):
-    """`comp.concat` (variadic inputs): (x0, x1, ...) -> concatenation along `axis`."""
+    """`comp.concat` (variadic inputs): (x0, x1, ...) -> concatenation along `axis`;
+    `in_place`: the inputs' producers write into the result's slices (destination-passing,
+    `dialects/destination.py`)."""
 
     name = "comp.concat"
     KERNEL: ClassVar[Kernel] = get_kernel("concat")
     inputs = var_operand_def(TensorType)  # pyright: ignore[reportAssignmentType]
     axis = opt_prop_def(IntegerAttr[I64])  # int, default 0
+    in_place = opt_prop_def(BoolAttr)  # bool, default false
 
 
 @irdl_op_definition

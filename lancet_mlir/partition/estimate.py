@@ -15,10 +15,12 @@ and rebuilds that no earlier choice made from the same values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.dialects.destination import in_place_concat
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, split_sizes
 from lancet_mlir.partition.base import part_sizes, shape_of
@@ -32,7 +34,22 @@ from lancet_mlir.partition.region import (
     blocked_shape,
 )
 from lancet_mlir.partition.rewriter import role_of
-from lancet_mlir.partition.rules import PARTIAL, build_kernel_op
+from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, rebuild_concat
+
+
+def _in_place_like(
+    classes: Sequence[int], template: dict[int, SSAValue], axis: int, role: dict[str, Any]
+) -> bool:
+    """Whether the real rebuild (`region.RegionBuilder`, one part per k) is built in place:
+    `rules.rebuild_concat` decides on the parts' writers, which the class templates stand
+    for (a concat repeating a template would not qualify), so a probe over one template per
+    class asks the same question; the probe is dropped again. An in-place rebuild costs 0
+    whatever `time_of` is (the cost model's `in-place` source)."""
+    probe = rebuild_concat([template[k] for k in classes], axis, role)
+    answer = in_place_concat(probe)
+    probe.drop_all_references()
+    probe.erase(safe_erase=False)
+    return answer
 
 
 def _producers(op: Operation) -> list[Operation]:
@@ -229,7 +246,8 @@ def _rebuild_prices(
         if groups == 1:
             inputs = [template[classes[k]] for k in range(n)]
             concat = put(build_kernel_op("concat", inputs, {"axis": axis}, role))
-            prices = ("concat", time_of(concat))
+            in_place = _in_place_like(sorted(set(classes)), template, axis, role)
+            prices = ("concat", 0.0 if in_place else time_of(concat))
         else:
             inner = part_sizes(shape[axis] // groups, n)
             wide: dict[int, Operation] = {}

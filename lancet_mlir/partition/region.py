@@ -38,7 +38,12 @@ from lancet_mlir.partition.base import ValueRef, part_sizes, shape_of, value_ref
 from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.rewriter import carried_annotations, role_of
-from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, clone_kernel_op
+from lancet_mlir.partition.rules import (
+    PARTIAL,
+    build_kernel_op,
+    clone_kernel_op,
+    rebuild_concat,
+)
 
 OpCost = Callable[[Operation], float]
 """Time of one (possibly detached) op in µs."""
@@ -317,9 +322,7 @@ class RegionBuilder:
         shape = shape_of(o.results[j])
         assert shape is not None
         if groups == 1:
-            return self.out.add(
-                build_kernel_op("concat", parts, {"axis": axis}, role), EPILOGUE
-            ).results[0]
+            return self.out.add(rebuild_concat(parts, axis, role), EPILOGUE).results[0]
         inner = part_sizes(shape[axis] // groups, self.n)
         wide = [
             self.out.add(
@@ -330,7 +333,7 @@ class RegionBuilder:
             ).results[0]
             for k, p in enumerate(parts)
         ]
-        joined = self.out.add(build_kernel_op("concat", wide, {"axis": axis + 1}, role), EPILOGUE)
+        joined = self.out.add(rebuild_concat(wide, axis + 1, role), EPILOGUE)
         back = build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role)
         return self.out.add(back, EPILOGUE).results[0]
 

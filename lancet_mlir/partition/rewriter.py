@@ -17,7 +17,7 @@ from lancet_mlir.partition.base import (
 )
 from lancet_mlir.partition.expert_span import ExpertSpan
 from lancet_mlir.partition.origin import mark_moved
-from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op
+from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op, rebuild_concat
 
 # timing annotations describe the whole op; a chunk must not inherit them
 
@@ -100,9 +100,7 @@ class PartitionRewriter:
                     self._record_outputs(i, span, span.combos[i][1])
             outs.append(self._a2a_chunk(exit_, self._chunk(exit_.operands[0], k), r, k))
             stages.append(stage)
-        concat = build_kernel_op(
-            "concat", [o.results[0] for o in outs], {"axis": r}, role_of(exit_)
-        )
+        concat = rebuild_concat([o.results[0] for o in outs], r, role_of(exit_))
         mark_moved([concat], self._readers(exit_.results[0], set()))
         new_ops: list[Operation] = [split, ins[0]]
         for k in range(n):
@@ -196,7 +194,7 @@ class PartitionRewriter:
         split_shape = (*shape[:axis], span.group, slots, *shape[axis + 1 :])
         role = role_of(self.graph.ops[ref[0]])
         ops = [build_kernel_op("reshape", [c], {"shape": split_shape}, role) for c in chunks]
-        ops.append(build_kernel_op("concat", [o.results[0] for o in ops], {"axis": axis + 1}, role))
+        ops.append(rebuild_concat([o.results[0] for o in ops], axis + 1, role))
         ops.append(build_kernel_op("reshape", [ops[-1].results[0]], {"shape": shape}, role))
         mark_moved(ops, [self.graph.ops[ref[0]], *self._readers(v, doomed)])
         block = anchor.parent_block()

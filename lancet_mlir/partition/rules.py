@@ -23,6 +23,7 @@ from xdsl.ir import Operation, SSAValue
 from lancet_mlir import attrs as lancet_attrs
 from lancet_mlir.dialects.aten import AtenOp
 from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sigs
+from lancet_mlir.dialects.destination import mark_in_place
 from lancet_mlir.dialects.kernels import PARTIAL, KernelError
 from lancet_mlir.dialects.kernels.rules import elementwise_partition
 from lancet_mlir.partition.origin import mark_derived
@@ -38,6 +39,7 @@ __all__ = [
     "Axis",
     "Combo",
     "build_kernel_op",
+    "rebuild_concat",
     "is_kernel_op",
     "kernel_name",
     "kernel_param",
@@ -103,6 +105,18 @@ def build_kernel_op(
 ) -> Operation:
     """A new detached compute op `kernel_name` (result types inferred by the registry)."""
     return build_op(kernel_name, inputs, params, attrs)
+
+
+def rebuild_concat(
+    parts: Sequence[SSAValue], axis: int, attrs: Mapping[str, Any] | None = None
+) -> Operation:
+    """The detached `comp.concat` that rebuilds a value from its `parts` along `axis`, in
+    destination-passing form (`in_place`: the parts' writers write into its slices, no copy)
+    where `dialects.destination` allows it, else a copy. Every partitioning pass builds its
+    rebuild concatenations here (capacity regions, token parts, expert spans)."""
+    op = build_kernel_op("concat", parts, {"axis": axis}, attrs)
+    mark_in_place(op)
+    return op
 
 
 def clone_kernel_op(

@@ -81,6 +81,7 @@ from lancet_mlir.partition.rules import (
     build_kernel_op,
     clone_kernel_op,
     kernel_param,
+    rebuild_concat,
 )
 
 
@@ -653,7 +654,7 @@ class TokenBuilder:
             for j, res in enumerate(o.results):
                 if not self._outside(res):
                     continue
-                cat = build_kernel_op("concat", self.parts[res], {"axis": 0}, role_of(o))
+                cat = rebuild_concat(self.parts[res], 0, role_of(o))
                 index = self.graph.index
                 readers = sorted(index[u.operation] for u in res.uses if u.operation in index)
                 mark_moved([cat], [o, *(self.graph.ops[r] for r in readers)])

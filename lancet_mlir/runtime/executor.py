@@ -15,6 +15,13 @@ Ops run in block order. What each op does:
 
 Every result is checked against its declared type (shape and dtype). Values are freed after
 their last use, so big graphs run in bounded memory.
+
+An in-place `comp.concat` (`dialects.destination.in_place_concat`) runs in destination-passing
+style, as a GPU runs it: its buffer is allocated when the first of its parts is produced,
+the op that writes each part (seen through reshapes) writes into the part's slice (`out=`
+where the kernel has it, `kernels.kernel_runner_into`; a collective's result is assigned to
+the slice), its readers read the slice, and the concat itself copies nothing (a part that
+did not land in its slice, which the structure rules out, is assigned there).
 """
 
 from __future__ import annotations
@@ -241,6 +248,10 @@ class ReferenceExecutor:
         self.block = func.body.block
         self.ops = list(self.block.ops)
         self.last_use = _last_uses(self.ops)
+        self.places = _destinations(self.ops)
+        """writer result -> (in-place concat, part index)."""
+        self.buffers: dict[Operation, list[np.ndarray]] = {}
+        """Per local rank, the buffer of every in-place concat whose first part was made."""
 
     def collective_ops(self) -> list[CollectiveOp]:
         """The collectives of the function, in block order."""
@@ -259,7 +270,13 @@ class ReferenceExecutor:
                 return [[env[v][k] for v in op.operands] for k in range(nlocal)]
             args = [_lookup(env, v, op) for v in op.operands]
             per_rank = [[a[k] for a in args] for k in range(nlocal)]
-            results = self._run_op(op, per_rank)
+            dests = [self._destination(res, nlocal) for res in op.results]
+            if op in self.buffers:
+                results = self._assemble(op, per_rank)
+            elif any(d is not None for d in dests):
+                results = self._run_into(op, per_rank, dests)
+            else:
+                results = self._run_op(op, per_rank)
             for n, res in enumerate(op.results):
                 env[res] = [self._checked(op, n, results[k][n], k) for k in range(nlocal)]
             for v in self.last_use.get(position, ()):
@@ -281,6 +298,59 @@ class ReferenceExecutor:
             except Exception as exc:  # noqa: BLE001 - kernel failures name the op and rank
                 raise UserError(f"{self._where(op, k)}: {one_line(exc)}") from exc
         return out
+
+    # ---- destination passing (in-place concats) -----------------------------------------
+    def _destination(self, res: SSAValue, nlocal: int) -> list[np.ndarray] | None:
+        """Per local rank, the slice of an in-place concat's buffer that `res` is written
+        into (shaped as `res`), or None; allocates the buffer on first need."""
+        place = self.places.get(res)
+        if place is None:
+            return None
+        concat, k = place
+        buffers = self.buffers.get(concat)
+        if buffers is None:
+            shape, dtype = shape_and_dtype(concat.results[0].type)
+            buffers = self.buffers[concat] = [np.empty(shape, dtype) for _ in range(nlocal)]
+        shape, _ = shape_and_dtype(res.type)
+        return [_part_slice(concat, k, b).reshape(shape) for b in buffers]
+
+    def _run_into(
+        self, op: Operation, per_rank: list[list[np.ndarray]], dests: list[list[np.ndarray] | None]
+    ) -> list[list[np.ndarray]]:
+        """`op`'s results, those with a destination written into it (module doc)."""
+        from lancet_mlir.dialects.comp import kernel_of, kernel_params
+
+        kernel = kernel_of(op)
+        if kernel is None:  # a collective (or a timed placeholder): assign the slices
+            results = self._run_op(op, per_rank)
+            for n, dest in enumerate(dests):
+                for k in range(len(per_rank)) if dest is not None else ():
+                    np.copyto(dest[k], self._checked(op, n, results[k][n], k))
+                    results[k][n] = dest[k]
+            return results
+        from lancet_mlir.runtime.kernels import kernel_runner_into
+
+        runner = kernel_runner_into(kernel, kernel_params(op))
+        out = []
+        for k, ins in enumerate(per_rank):
+            targets = [None if d is None else d[k] for d in dests]
+            try:
+                out.append(list(runner(ins, targets)))
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - kernel failures name the op and rank
+                raise UserError(f"{self._where(op, k)}: {one_line(exc)}") from exc
+        return out
+
+    def _assemble(self, op: Operation, per_rank: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """An in-place concat: its buffer, every part already in its slice (else put there)."""
+        buffers = self.buffers.pop(op)
+        for k, parts in enumerate(per_rank):
+            for j, part in enumerate(parts):
+                dest = _part_slice(op, j, buffers[k])
+                if not _is_view_of(part, dest):
+                    np.copyto(dest, part.reshape(dest.shape))
+        return [[b] for b in buffers]
 
     def _compute_runner(self, op: Operation) -> Any:
         from lancet_mlir.dialects.comp import kernel_of, kernel_params
@@ -325,6 +395,45 @@ def _lookup(
         raise UserError(
             f"{op_label(op)}: uses a value that is not defined before it in the function body"
         ) from None
+
+
+def _destinations(ops: Sequence[Operation]) -> dict[SSAValue, tuple[Operation, int]]:
+    """writer result -> (in-place concat of `ops`, part index): where each part of an
+    in-place concat is written (its producer seen through reshapes, `destination.writer_of`)."""
+    from lancet_mlir.dialects.destination import in_place_concat, writer_of
+
+    places: dict[SSAValue, tuple[Operation, int]] = {}
+    for op in ops:
+        if not in_place_concat(op):
+            continue
+        for k, v in enumerate(op.operands):
+            found = writer_of(v)
+            assert found is not None  # in_place_concat checked it
+            places[found[1][-1]] = (op, k)
+    return places
+
+
+def _part_slice(concat: Operation, k: int, buffer: np.ndarray) -> np.ndarray:
+    """Part k's slice of an in-place concat's `buffer` (contiguous: every dimension before
+    the axis is 1)."""
+    from lancet_mlir.dialects.comp import ConcatOp
+    from lancet_mlir.dialects.destination import concat_axis, slice_offsets
+
+    assert isinstance(concat, ConcatOp)
+    offsets = slice_offsets(concat)
+    index = [slice(None)] * buffer.ndim
+    index[concat_axis(concat)] = slice(offsets[k], offsets[k + 1])
+    return buffer[tuple(index)]
+
+
+def _is_view_of(part: np.ndarray, dest: np.ndarray) -> bool:
+    """True when `part` is `dest`'s bytes (the same memory, start and size), so nothing moves."""
+    return (
+        part.size == dest.size
+        and part.dtype == dest.dtype
+        and part.flags.c_contiguous
+        and part.__array_interface__["data"][0] == dest.__array_interface__["data"][0]
+    )
 
 
 def _last_uses(ops: Sequence[Operation]) -> dict[int, list[SSAValue]]:

@@ -163,13 +163,16 @@ register(
     Kernel(
         name="concat",
         num_inputs=None,
-        params={"axis": 0},
+        params={"axis": 0, "in_place": False},
         infer=_concat_infer,
         flops=zero_flops,
         partition=lambda ins, outs, p: elementwise_partition(
             ins, outs, [norm_axis(p["axis"], outs[0].rank)]
         ),
-        doc="(x0, x1, ...) -> concatenation along `axis`",
+        doc=(
+            "(x0, x1, ...) -> concatenation along `axis`; `in_place`: the inputs' producers "
+            "write into the result's slices (destination-passing, `dialects/destination.py`)"
+        ),
     )
 )
 

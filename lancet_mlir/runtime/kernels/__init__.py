@@ -12,6 +12,11 @@ one implementation here, in the module of its family:
 | `norm` | layer_norm (+ dx, dw), softmax (+ dx), cross_entropy (+ dx) |
 | `layout` | embedding (+ dw), reshape, transpose, split, concat, reduce_sum, fill, zeros |
 | `moe` | moe_gate (+ dx), moe_gate_window (+ dx) |
+
+`kernel_runner_into` runs a kernel into given destinations (the parts of an in-place
+`comp.concat`, `dialects/destination.py`): add, sub, mul, bias_add, gelu, layer_norm,
+softmax and the matmul family (when the output needs no transposition) write there with
+`out=`; every other kernel is computed and copied into its slice.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from lancet_mlir.dialects.kernels import Kernel, KernelError, get_kernel
 from lancet_mlir.runtime.kernels import elementwise, layout, linalg, moe, norm  # noqa: F401
 from lancet_mlir.runtime.kernels.base import (
     IMPLEMENTATIONS,
+    INTO,
     Array,
     ArrayNamespace,
     Impl,
@@ -40,6 +46,7 @@ __all__ = [
     "dtype_of",
     "implementation",
     "kernel_runner",
+    "kernel_runner_into",
     "numpy_dtype",
     "run_kernel",
 ]
@@ -65,6 +72,41 @@ def kernel_runner(
     def run(inputs: Sequence[Array]) -> list[Array]:
         spec.check_num_inputs(len(inputs))
         return impl(xp, list(inputs), resolved)
+
+    return run
+
+
+def kernel_runner_into(
+    kernel: Kernel | str, params: Mapping[str, Any] | None = None, xp: ArrayNamespace = np
+) -> Callable[[Sequence[Array], Sequence[Array | None]], list[Array]]:
+    """`(inputs, destinations) -> outputs` for one kernel: result j is written into
+    destinations[j] where that is not None (a contiguous array of the result's shape and
+    dtype, e.g. a slice of an in-place concat's buffer) and returned as it. The kernel's
+    destination-passing implementation (`out=`, `base.INTO`) writes it when the kernel has
+    one and the inputs share the destination's dtype; otherwise the result is computed and
+    copied into the destination (a slice assignment)."""
+    spec = get_kernel(kernel) if isinstance(kernel, str) else kernel
+    resolved = spec.resolve_params(params)
+    impl, into = implementation(spec), INTO.get(spec.name)
+
+    def run(inputs: Sequence[Array], outs: Sequence[Array | None]) -> list[Array]:
+        spec.check_num_inputs(len(inputs))
+        wanted = [d for d in outs if d is not None]
+        same = all(d.dtype == x.dtype for d in wanted for x in inputs)
+        if into is not None and same:
+            results = into(xp, list(inputs), resolved, list(outs))
+        else:
+            results = impl(xp, list(inputs), resolved)
+        placed = []
+        for result, dest in zip(results, outs, strict=True):
+            if dest is not None and result is not dest:
+                if tuple(result.shape) != tuple(dest.shape):
+                    raise KernelError(f"result shape {tuple(result.shape)} does not fit its "
+                                      f"destination {tuple(dest.shape)}")
+                xp.copyto(dest, result)
+                result = dest
+            placed.append(result)
+        return placed
 
     return run
 

@@ -33,6 +33,27 @@ Impl = Callable[[ArrayNamespace, list[Array], dict[str, Any]], list[Array]]
 IMPLEMENTATIONS: dict[str, Impl] = {}
 """Reference implementation of every kernel, by kernel name."""
 
+IntoImpl = Callable[[ArrayNamespace, list[Array], dict[str, Any], list[Array | None]], list[Array]]
+"""A destination-passing implementation: (xp, inputs, params, destinations) -> outputs, result
+j written into destinations[j] (a contiguous array of its shape and compute dtype) with the
+namespace's `out=` where it is not None, and returned as that array."""
+
+INTO: dict[str, IntoImpl] = {}
+"""The kernels whose last step can write into a given array (`out=`), by kernel name; the
+others are computed and copied into a destination (`kernels.kernel_runner_into`)."""
+
+
+def implements_into(name: str) -> Callable[[IntoImpl], IntoImpl]:
+    """Decorator registering the destination-passing implementation of kernel `name`."""
+
+    def register(fn: IntoImpl) -> IntoImpl:
+        if name in INTO:
+            raise KernelError(f"kernel '{name}' already has a destination-passing implementation")
+        INTO[name] = fn
+        return fn
+
+    return register
+
 
 def implements(name: str) -> Callable[[Impl], Impl]:
     """Decorator registering the reference implementation of kernel `name`."""

@@ -12,6 +12,7 @@ from lancet_mlir.runtime.kernels.base import (
     cast,
     dtype_of,
     implements,
+    implements_into,
 )
 
 _GELU_C = math.sqrt(2.0 / math.pi)
@@ -25,6 +26,14 @@ def _binary(name: str, ufunc: str) -> None:
         fn = getattr(xp, ufunc)
         return cast(xp, [fn(as_dtype(xp, xs[0], dtype), as_dtype(xp, xs[1], dtype))], dtype)
 
+    @implements_into(name)
+    def run_into(
+        xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+    ) -> list[Array]:
+        dtype = dtype_of(xs[0])
+        fn = getattr(xp, ufunc)
+        return [fn(as_dtype(xp, xs[0], dtype), as_dtype(xp, xs[1], dtype), out=outs[0])]
+
 
 _binary("add", "add")
 _binary("sub", "subtract")
@@ -34,6 +43,13 @@ _binary("mul", "multiply")
 @implements("bias_add")
 def _bias_add(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
     return cast(xp, [xs[0] + xs[1]], dtype_of(xs[0]))
+
+
+@implements_into("bias_add")
+def _bias_add_into(
+    xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+) -> list[Array]:
+    return [xp.add(xs[0], xs[1], out=outs[0])]
 
 
 @implements("scale")
@@ -46,6 +62,15 @@ def _gelu(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]
     x = xs[0]
     t = xp.tanh(x.dtype.type(_GELU_C) * (x + x.dtype.type(_GELU_A) * x**3))
     return cast(xp, [x.dtype.type(0.5) * x * (1 + t)], dtype_of(x))
+
+
+@implements_into("gelu")
+def _gelu_into(
+    xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+) -> list[Array]:
+    x = xs[0]
+    t = xp.tanh(x.dtype.type(_GELU_C) * (x + x.dtype.type(_GELU_A) * x**3))
+    return [xp.multiply(x.dtype.type(0.5) * x, 1 + t, out=outs[0])]
 
 
 @implements("gelu_dx")

@@ -15,19 +15,25 @@ from lancet_mlir.runtime.kernels.base import (
     cast,
     dtype_of,
     implements,
+    implements_into,
 )
 
 
-def contract(xp: ArrayNamespace, spec: str, x: Array, y: Array) -> Array:
+def contract(
+    xp: ArrayNamespace, spec: str, x: Array, y: Array, out: Array | None = None
+) -> Array:
     """Two-operand contraction through xp.matmul (BLAS), deterministic for fixed inputs.
 
     Letters in both inputs and the output are batch dims, in both inputs only are
-    contracted; the rest are free dims of one input.
+    contracted; the rest are free dims of one input. With `out` (a contiguous array of the
+    result's shape and dtype) the product is written into it when the output needs no
+    transposition (`xp.matmul(out=)`, as a GEMM writes through its C pointer), and `out` is
+    returned; otherwise the result is returned as usual and the caller copies it.
     """
-    (lx, ly), out = parse_spec(spec)
+    (lx, ly), spec_out = parse_spec(spec)
     size = {c: d for s, a in ((lx, x), (ly, y)) for c, d in zip(s, a.shape, strict=True)}
-    batch = [c for c in out if c in lx and c in ly]
-    red = [c for c in lx if c in ly and c not in out]
+    batch = [c for c in spec_out if c in lx and c in ly]
+    red = [c for c in lx if c in ly and c not in spec_out]
     fx = [c for c in lx if c not in ly]
     fy = [c for c in ly if c not in lx]
     bs = [size[c] for c in batch]
@@ -38,9 +44,13 @@ def contract(xp: ArrayNamespace, spec: str, x: Array, y: Array) -> Array:
 
     xm = prep(x, lx, batch + fx + red, fx, red)
     ym = prep(y, ly, batch + red + fy, red, fy)
-    r = xp.matmul(xm, ym).reshape([*bs, *(size[c] for c in fx + fy)])
     order = batch + fx + fy
-    return xp.transpose(r, [order.index(c) for c in out])
+    rows, cols = math.prod(size[c] for c in fx), math.prod(size[c] for c in fy)
+    if out is not None and order == list(spec_out) and out.dtype == xm.dtype:
+        xp.matmul(xm, ym, out=out.reshape([*bs, rows, cols]))
+        return out
+    r = xp.matmul(xm, ym).reshape([*bs, *(size[c] for c in fx + fy)])
+    return xp.transpose(r, [order.index(c) for c in spec_out])
 
 
 def _matmul(kind: str, batch: bool) -> None:
@@ -48,6 +58,13 @@ def _matmul(kind: str, batch: bool) -> None:
     def run(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
         spec = matmul_spec(kind, batch, p["transpose_a"], p["transpose_b"])
         return [contract(xp, spec, xs[0], xs[1])]
+
+    @implements_into(matmul_kernel_name(kind, batch))
+    def run_into(
+        xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+    ) -> list[Array]:
+        spec = matmul_spec(kind, batch, p["transpose_a"], p["transpose_b"])
+        return [contract(xp, spec, xs[0], xs[1], outs[0])]
 
 
 def _moe(name: str, spec: str) -> None:

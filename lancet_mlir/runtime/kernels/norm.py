@@ -15,6 +15,7 @@ from lancet_mlir.runtime.kernels.base import (
     check_ids,
     dtype_of,
     implements,
+    implements_into,
     log_softmax,
 )
 
@@ -32,6 +33,15 @@ def _layer_norm(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[
     x, gamma, beta = xs
     xc, rstd = _layer_norm_stats(xp, x, p["eps"])
     return cast(xp, [xc * rstd * gamma + beta], dtype_of(x))
+
+
+@implements_into("layer_norm")
+def _layer_norm_into(
+    xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+) -> list[Array]:
+    x, gamma, beta = xs
+    xc, rstd = _layer_norm_stats(xp, x, p["eps"])
+    return [xp.add(xc * rstd * gamma, beta, out=outs[0])]
 
 
 @implements("layer_norm_dx")
@@ -55,13 +65,20 @@ def _layer_norm_dw(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> li
 
 @implements("softmax")
 def _softmax(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
+    return cast(xp, [_softmax_into(xp, xs, p, [None])[0]], dtype_of(xs[0]))
+
+
+@implements_into("softmax")
+def _softmax_into(
+    xp: ArrayNamespace, xs: list[Array], p: dict[str, Any], outs: list[Array | None]
+) -> list[Array]:
     x = xs[0]
     if p["causal"]:
         rows, cols = x.shape[-2:]
         future = xp.triu(xp.ones((rows, cols), dtype=bool), k=1)  # key j > query i
         x = xp.where(future, x.dtype.type(-math.inf), x)
     z = xp.exp(x - x.max(axis=p["axis"], keepdims=True))
-    return cast(xp, [z / z.sum(axis=p["axis"], keepdims=True)], dtype_of(xs[0]))
+    return [xp.divide(z, z.sum(axis=p["axis"], keepdims=True), out=outs[0])]
 
 
 @implements("softmax_dx")

@@ -1,0 +1,137 @@
+"""Destination-passing concatenation: the parts written into one buffer.
+
+A `comp.concat` with `in_place = true` is the destination-passing form of a concatenation
+(as MLIR's bufferization makes of a `tensor.empty` and one in-place `tensor.insert_slice`
+per part): the result's buffer is allocated first and the op that writes each part's bytes
+(its *writer*) writes them directly into that part's slice, so the concat itself runs no
+kernel and copies nothing. On a GPU that holds exactly where each slice is a contiguous row
+block of the result, i.e. every dimension before `axis` is 1 (on a 2-D `[rows, cols]`
+result: axis 0): cuBLAS takes any output pointer, elementwise and copy kernels (PyTorch
+`out=`, a transpose's `.contiguous()`) and NCCL receive buffers too. A slice with strides
+(an axis after a dimension > 1) stays a copy here: a GEMM's `ldc` covers one stride but not
+a part whose rows are a block of several groups, and a collective needs contiguous buffers.
+
+`in_place_concat(op)` is the one place that decides (`mark_in_place` records it, the cost
+model costs an in-place concat 0 and the runtime executes it by writing into slices): the
+property is honoured only while the structure still allows it, so an IR edit that breaks it
+(a part that became a block argument or a view, a writer claimed twice) turns the concat
+back into a copy instead of a wrong cost. The structure:
+
+* each input is written by an op of the block: its producer, seen through `comp.reshape`
+  views (a reshape of a contiguous slice is the same bytes); not a block argument, not a
+  view op (`comp.split`, `comp.reshape` at the end of the chain), not another concat;
+  a compute kernel or a single-result collective;
+* the inputs are distinct values with distinct writers, and no writer's value (nor a view
+  of it on the way) is an input of another in-place concat: a buffer has one place;
+* contiguous slices (above).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from xdsl.dialects.builtin import BoolAttr, IntegerAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from lancet_mlir.dialects.comm import CollectiveOp
+from lancet_mlir.dialects.comp import ConcatOp, ReshapeOp, SplitOp, kernel_of
+
+__all__ = [
+    "concat_axis",
+    "in_place_concat",
+    "mark_in_place",
+    "placement_ok",
+    "slice_offsets",
+    "writer_of",
+]
+
+
+def concat_axis(op: ConcatOp) -> int:
+    """The concat's axis, normalised to [0, rank)."""
+    rank = len(op.results[0].type.get_shape()) if isinstance(op.results[0].type, TensorType) else 0
+    axis = op.axis.value.data if isinstance(op.axis, IntegerAttr) else 0
+    return axis + rank if axis < 0 else axis
+
+
+def writer_of(v: SSAValue) -> tuple[Operation, list[SSAValue]] | None:
+    """The op that writes the bytes of `v` (its producer seen through `comp.reshape` views)
+    and the values on the way (`v` first, the writer's result last); None when `v` is a block
+    argument or its bytes come from a view op, a concat or an op that is neither a compute
+    kernel nor a single-result collective."""
+    chain = [v]
+    while isinstance(v.owner, ReshapeOp):
+        v = v.owner.operands[0]
+        chain.append(v)
+    owner = v.owner
+    if not isinstance(owner, Operation) or isinstance(owner, SplitOp | ConcatOp | ReshapeOp):
+        return None
+    if isinstance(owner, CollectiveOp):
+        return (owner, chain) if len(owner.results) == 1 else None
+    return (owner, chain) if kernel_of(owner) is not None else None
+
+
+def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp) -> bool:
+    """True when a value of `chain` is an input of an in-place concat other than `op`."""
+    for value in chain:
+        for use in value.uses:
+            other = use.operation
+            if other is not op and isinstance(other, ConcatOp) and _marked(other):
+                return True
+    return False
+
+
+def _marked(op: ConcatOp) -> bool:
+    flag = op.in_place
+    return isinstance(flag, IntegerAttr) and bool(flag.value.data)  # BoolAttr is an i1
+
+
+def placement_ok(op: ConcatOp) -> bool:
+    """True when the inputs of `op` can be written into its result's slices (module doc),
+    whether or not `op` is marked."""
+    ty = op.results[0].type
+    if not isinstance(ty, TensorType) or not op.operands:
+        return False
+    shape = ty.get_shape()
+    axis = concat_axis(op)
+    if not 0 <= axis < len(shape) or prod(shape[:axis]) != 1:
+        return False  # a strided slice: stays a copy
+    block = op.parent_block()
+    values: set[SSAValue] = set()
+    writers: set[Operation] = set()
+    for v in op.operands:
+        found = writer_of(v)
+        if found is None or v in values:
+            return False
+        writer, chain = found
+        if writer in writers or writer.parent_block() is not block:
+            return False
+        if _claimed_elsewhere(chain, op):
+            return False
+        values.add(v)
+        writers.add(writer)
+    return True
+
+
+def in_place_concat(op: Operation) -> bool:
+    """True when `op` is a `comp.concat` marked `in_place` whose structure allows it (module
+    doc): its parts are written into its buffer and it runs no kernel."""
+    return isinstance(op, ConcatOp) and _marked(op) and placement_ok(op)
+
+
+def mark_in_place(op: Operation) -> bool:
+    """Mark `op` (a `comp.concat`) `in_place` when its structure allows it (module doc);
+    returns whether it did. The decision for every concat a pass creates."""
+    if not isinstance(op, ConcatOp) or not placement_ok(op):
+        return False
+    op.properties["in_place"] = BoolAttr.from_bool(True)
+    return True
+
+
+def slice_offsets(op: ConcatOp) -> list[int]:
+    """Where each input's rows start along the concat axis (then the end), in rows."""
+    axis = concat_axis(op)
+    offsets = [0]
+    for v in op.operands:
+        assert isinstance(v.type, TensorType)
+        offsets.append(offsets[-1] + v.type.get_shape()[axis])
+    return offsets
