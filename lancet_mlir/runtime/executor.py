@@ -324,7 +324,9 @@ class ReferenceExecutor:
         if kernel is None:  # a collective (or a timed placeholder): assign the slices
             results = self._run_op(op, per_rank)
             for n, dest in enumerate(dests):
-                for k in range(len(per_rank)) if dest is not None else ():
+                if dest is None:
+                    continue
+                for k in range(len(per_rank)):
                     np.copyto(dest[k], self._checked(op, n, results[k][n], k))
                     results[k][n] = dest[k]
             return results
