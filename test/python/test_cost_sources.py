@@ -74,7 +74,14 @@ def test_a_custom_source_is_used_between_the_profile_and_the_estimates(tmp_path:
     profiled = CostModel.from_config(CostConfig(profiles=(_profile(tmp_path),), sources=(trace,)))
     assert [profiled.op_time_us(op) for op in ops] == [7.0, 11.0, 5.0, 9.0]
     assert [s.name for s in profiled.chain] == [
-        "attribute", "in-place", "profile", "trace", "table", "alpha-beta", "roofline"]
+        "attribute",
+        "in-place",
+        "profile",
+        "trace",
+        "table",
+        "alpha-beta",
+        "roofline",
+    ]
 
 
 def test_a_whole_chain_replaces_the_default() -> None:

@@ -77,30 +77,51 @@ def cases() -> dict[str, tuple[str, bool]]:
     """Module bodies (one concat %c) and whether the concat may be written in place."""
     t = "tensor<4x2xf32>"
     return {
-        "rows": (f"""%a = comp.gelu %x : ({t}) -> {t}
+        "rows": (
+            f"""%a = comp.gelu %x : ({t}) -> {t}
     %b = comp.add %x, %x : ({t}, {t}) -> {t}
-    %c = comp.concat %a, %b : ({t}, {t}) -> tensor<8x2xf32>""", True),
+    %c = comp.concat %a, %b : ({t}, {t}) -> tensor<8x2xf32>""",
+            True,
+        ),
         # axis 1 of [4, 2]: each part is 4 rows of 2 with a stride: a copy
-        "strided": (f"""%a = comp.gelu %x : ({t}) -> {t}
+        "strided": (
+            f"""%a = comp.gelu %x : ({t}) -> {t}
     %b = comp.add %x, %x : ({t}, {t}) -> {t}
-    %c = comp.concat %a, %b {{axis = 1 : i64}} : ({t}, {t}) -> tensor<4x4xf32>""", False),
+    %c = comp.concat %a, %b {{axis = 1 : i64}} : ({t}, {t}) -> tensor<4x4xf32>""",
+            False,
+        ),
         # axis 1 after a leading 1: contiguous again
-        "leading-one": ("""%r = comp.reshape %x {shape = array<i64: 1, 4, 2>} : (tensor<4x2xf32>) -> tensor<1x4x2xf32>
+        "leading-one": (
+            """%r = comp.reshape %x {shape = array<i64: 1, 4, 2>} : (tensor<4x2xf32>) -> tensor<1x4x2xf32>
     %a = comp.gelu %r : (tensor<1x4x2xf32>) -> tensor<1x4x2xf32>
     %b = comp.scale %r {alpha = 3.0 : f64} : (tensor<1x4x2xf32>) -> tensor<1x4x2xf32>
-    %c = comp.concat %a, %b {axis = 1 : i64} : (tensor<1x4x2xf32>, tensor<1x4x2xf32>) -> tensor<1x8x2xf32>""", True),
-        "block-argument": (f"""%a = comp.gelu %x : ({t}) -> {t}
-    %c = comp.concat %a, %x : ({t}, {t}) -> tensor<8x2xf32>""", False),
+    %c = comp.concat %a, %b {axis = 1 : i64} : (tensor<1x4x2xf32>, tensor<1x4x2xf32>) -> tensor<1x8x2xf32>""",
+            True,
+        ),
+        "block-argument": (
+            f"""%a = comp.gelu %x : ({t}) -> {t}
+    %c = comp.concat %a, %x : ({t}, {t}) -> tensor<8x2xf32>""",
+            False,
+        ),
         # split results are views of %x's buffer: their bytes are not theirs to place
-        "split-views": (f"""%p, %q = comp.split %x {{num = 2 : i64}} : ({t}) -> (tensor<2x2xf32>, tensor<2x2xf32>)
-    %c = comp.concat %p, %q : (tensor<2x2xf32>, tensor<2x2xf32>) -> {t}""", False),
+        "split-views": (
+            f"""%p, %q = comp.split %x {{num = 2 : i64}} : ({t}) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+    %c = comp.concat %p, %q : (tensor<2x2xf32>, tensor<2x2xf32>) -> {t}""",
+            False,
+        ),
         # a reshape of a transpose: the transpose writes the slice, the reshape views it
-        "through-a-reshape": (f"""%t = comp.transpose %x {{perm = array<i64: 1, 0>}} : ({t}) -> tensor<2x4xf32>
+        "through-a-reshape": (
+            f"""%t = comp.transpose %x {{perm = array<i64: 1, 0>}} : ({t}) -> tensor<2x4xf32>
     %r = comp.reshape %t {{shape = array<i64: 4, 2>}} : (tensor<2x4xf32>) -> {t}
     %a = comp.gelu %x : ({t}) -> {t}
-    %c = comp.concat %r, %a : ({t}, {t}) -> tensor<8x2xf32>""", True),
-        "one-value-twice": (f"""%a = comp.gelu %x : ({t}) -> {t}
-    %c = comp.concat %a, %a : ({t}, {t}) -> tensor<8x2xf32>""", False),
+    %c = comp.concat %r, %a : ({t}, {t}) -> tensor<8x2xf32>""",
+            True,
+        ),
+        "one-value-twice": (
+            f"""%a = comp.gelu %x : ({t}) -> {t}
+    %c = comp.concat %a, %a : ({t}, {t}) -> tensor<8x2xf32>""",
+            False,
+        ),
     }
 
 
@@ -166,8 +187,9 @@ def test_a_writer_has_one_place() -> None:
 def test_a_marked_concat_whose_structure_broke_is_a_copy_again() -> None:
     """`in_place = true` on a concat of a block argument (hand-written, or an IR edit after
     the pass): costed as the copy it is and executed as one."""
-    text = BLOCK.replace("FLAG", "{in_place = true}").replace("%c = comp.concat %a0, %a1",
-                                                             "%c = comp.concat %a0, %x")
+    text = BLOCK.replace("FLAG", "{in_place = true}").replace(
+        "%c = comp.concat %a0, %a1", "%c = comp.concat %a0, %x"
+    )
     module = parse(text)
     concat = concat_of(module)
     model = CostModel.build(CostConfig(device="v100"))
@@ -199,10 +221,10 @@ def test_out_kernels_write_the_same_values_into_the_destination(name: str) -> No
     inputs = [rng.standard_normal(s).astype(np.float32) for s in INTO_CASES[name]]
     (want,) = kernel_runner(name)(inputs)
     buffer = np.full((2 * want.shape[0], *want.shape[1:]), np.nan, np.float32)
-    dest = buffer[want.shape[0]:]
+    dest = buffer[want.shape[0] :]
     (got,) = kernel_runner_into(name)(inputs, [dest])
     assert got is dest
-    assert np.array_equal(buffer[want.shape[0]:], want)
+    assert np.array_equal(buffer[want.shape[0] :], want)
     assert np.isnan(buffer[: want.shape[0]]).all()
 
 

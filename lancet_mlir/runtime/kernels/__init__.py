@@ -101,8 +101,10 @@ def kernel_runner_into(
         for result, dest in zip(results, outs, strict=True):
             if dest is not None and result is not dest:
                 if tuple(result.shape) != tuple(dest.shape):
-                    raise KernelError(f"result shape {tuple(result.shape)} does not fit its "
-                                      f"destination {tuple(dest.shape)}")
+                    raise KernelError(
+                        f"result shape {tuple(result.shape)} does not fit its "
+                        f"destination {tuple(dest.shape)}"
+                    )
                 xp.copyto(dest, result)
                 result = dest
             placed.append(result)

@@ -19,9 +19,7 @@ from lancet_mlir.runtime.kernels.base import (
 )
 
 
-def contract(
-    xp: ArrayNamespace, spec: str, x: Array, y: Array, out: Array | None = None
-) -> Array:
+def contract(xp: ArrayNamespace, spec: str, x: Array, y: Array, out: Array | None = None) -> Array:
     """Two-operand contraction through xp.matmul (BLAS), deterministic for fixed inputs.
 
     Letters in both inputs and the output are batch dims, in both inputs only are
