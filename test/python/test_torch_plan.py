@@ -109,3 +109,14 @@ def test_import_keeps_view_permutations() -> None:
     names = [op.name for op in module.walk() if op.name.startswith("comp.re")]
     assert names
     assert set(names) == {"comp.reshape"}
+
+
+def test_a_pipeline_that_partitions_the_ir_is_refused() -> None:
+    # the IR's own parts have no FX nodes: partition on the FX graph with partition=
+    with pytest.raises(UserError) as err:
+        lt.optimize(captured(), world_size=2, pipeline="moe-partition{parts=2}", **PLAN_COSTS)
+    assert str(err.value) == (
+        "pipeline 'moe-partition{parts=2}' partitions the MoE layers in the IR, which the FX "
+        "export cannot map back: give lancet-schedule partition=none (and no moe-partition) "
+        "and partition the FX graph with optimize's partition="
+    )
