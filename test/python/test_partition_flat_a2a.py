@@ -155,3 +155,58 @@ def test_elementwise_aten_ops_split_like_the_kernels() -> None:
     mul = AtenOp("aten.mul.Tensor", [x, x], [t])
     assert partition_combos(mul)[1] == ((0, 0), (0,))
     assert partition_combos(AtenOp("aten.cumsum.default", [x], [t])) == []
+
+
+def _span(world: int, experts: int, capacity: int, d: int = 8, h: int = 12) -> str:
+    """The imported expert span (module doc) for `world` ranks, `experts` local experts."""
+    rows, mid = world * experts * capacity, world * capacity
+    t = "tensor<{}xf32>".format
+    x, v = t(f"{rows}x{d}"), t(f"{world}x{experts}x{capacity}x{d}")
+    vt, u = t(f"{experts}x{world}x{capacity}x{d}"), t(f"{experts}x{mid}x{d}")
+    hh, w1, w2 = t(f"{experts}x{mid}x{h}"), t(f"{experts}x{d}x{h}"), t(f"{experts}x{h}x{d}")
+    return f"""
+builtin.module attributes {{lancet.world_size = {world} : i64}} {{
+  func.func @f(%x: {x}, %w1: {w1}, %w2: {w2}) -> {x} {{
+    %a = comm.all_to_all %x : ({x}) -> {x}
+    %v = comp.reshape %a {{shape = array<i64: {world}, {experts}, {capacity}, {d}>}} : ({x}) -> {v}
+    %t = comp.transpose %v {{perm = array<i64: 1, 0, 2, 3>}} : ({v}) -> {vt}
+    %u = comp.reshape %t {{shape = array<i64: {experts}, {mid}, {d}>}} : ({vt}) -> {u}
+    %h = comp.batch_matmul %u, %w1 : ({u}, {w1}) -> {hh}
+    %g = comp.gelu %h : ({hh}) -> {hh}
+    %y = comp.batch_matmul %g, %w2 : ({hh}, {w2}) -> {u}
+    %v2 = comp.reshape %y {{shape = array<i64: {experts}, {world}, {capacity}, {d}>}} : ({u}) -> {vt}
+    %t2 = comp.transpose %v2 {{perm = array<i64: 1, 0, 2, 3>}} : ({vt}) -> {v}
+    %u2 = comp.reshape %t2 {{shape = array<i64: {rows}, {d}>}} : ({v}) -> {x}
+    %b = comm.all_to_all %u2 : ({x}) -> {x}
+    func.return %b : {x}
+  }}
+}}
+"""
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from([2, 4]),
+    st.integers(1, 3),
+    st.integers(2, 5),
+    st.integers(2, 5),
+)
+def test_capacity_blocks_for_any_layout(world: int, experts: int, capacity: int, n: int) -> None:
+    # the solver finds the capacity blocks (one per rank and local expert) whatever the
+    # sizes, for every count up to the capacity (uneven parts too), and the split span
+    # computes the same values on `world` ranks
+    module = parse_module_text(_span(world, experts, capacity), "span").module
+    graph = DataflowGraph.from_block(module.body.block.first_op.body.block)  # type: ignore[union-attr]
+    solution = solve_axes(graph, range(11), [0, 10], parts=n)
+    if n > capacity:
+        assert solution is None
+        return
+    assert solution is not None
+    assert solution.options[0] == (((0, world * experts),), ((0, world * experts),))
+    assert solution.options[4][0][0] == (1, world)  # each expert's rows: one block per rank
+    out = module.clone()
+    PassPipeline.parse_spec(get_all_passes(), f"moe-partition{{parts={n}}}").apply(
+        make_context(), out
+    )
+    assert [o.name for o in out.walk()].count("comm.all_to_all") == 2 * n
+    assert compare_modules(module, out, ranks=world, seed=n).ok
