@@ -1,5 +1,7 @@
 """Expert-parallel MoE partitioning on FX graphs: split each all-to-all pair and the expert
-computation between them into n parts along the capacity axis, as real ATen ops.
+computation between them into n parts along the capacity axis, as real ATen ops. The count
+is one n for every pair, or per pair from the partition library's plan (`plan.plan_moe`),
+whose axis for each pair `partition_graph` checks against the one inferred here.
 
 The pattern: an all-to-all with even splits (the dispatch, or in the backward the combine's
 gradient), the ops between it and the next all-to-all that reads them (the expert FFN, or its
@@ -400,37 +402,23 @@ def partition_graph(
     return new, len(pairs)
 
 
-PART_COUNTS = (2, 4, 8)
-"""Part counts `partition="auto"` tries (Tutel's sweep)."""
-
-
 def partition_moe(
     gm: GraphModule, parts: str | int, *, world_size: int
 ) -> list[tuple[int, GraphModule]]:
-    """The partitioned candidates of `gm`, as (part count, graph): for a count n >= 2 that
-    one (a UserError when no pair can be split so), for "auto" one per count of PART_COUNTS
-    that splits something (the caller keeps the best, or the unpartitioned graph)."""
-    if isinstance(parts, bool) or not isinstance(parts, (int, str)):
+    """`gm` with every pair in `parts` parts, as [(parts, graph)] (the forced count of
+    `optimize(partition=n)`); a UserError when no pair can be split so or `parts` is not
+    a count (`"auto"`, the library's plan, is `plan.plan_moe` + `partition_graph`)."""
+    if isinstance(parts, bool) or not isinstance(parts, int):
         raise UserError(f"partition: expected 'auto', 'none' or a count, got {parts!r}")
-    if isinstance(parts, int):
-        if parts < 2:
-            raise UserError(f"partition: the part count must be >= 2, got {parts}")
-        new, pairs = partition_graph(gm, parts, world_size=world_size)
-        if not pairs:
-            raise UserError(f"partition: no MoE all-to-all pair can be split into {parts} parts")
-        return [(parts, new)]
-    if parts != "auto":
-        raise UserError(f"partition: expected 'auto', 'none' or a count, got {parts!r}")
-    out = []
-    for n in PART_COUNTS:
-        new, pairs = partition_graph(gm, n, world_size=world_size)
-        if pairs:
-            out.append((n, new))
-    return out
+    if parts < 2:
+        raise UserError(f"partition: the part count must be >= 2, got {parts}")
+    new, pairs = partition_graph(gm, parts, world_size=world_size)
+    if not pairs:
+        raise UserError(f"partition: no MoE all-to-all pair can be split into {parts} parts")
+    return [(parts, new)]
 
 
 __all__ = [
-    "PART_COUNTS",
     "Desc",
     "Pair",
     "find_pairs",
