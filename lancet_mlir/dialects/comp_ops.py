@@ -108,12 +108,15 @@ class BatchMatmulDwOp(CompOp):
 
 @irdl_op_definition
 class AddOp(CompOp):
-    """`comp.add` (2 inputs): (a, b) -> a + b with numpy broadcasting."""
+    """`comp.add` (2 inputs): (a, b) -> a + b with numpy broadcasting; `in_place`: b's GEMM
+    added its product into a's buffer (a partial sum accumulated in place,
+    `dialects/destination.py`)."""
 
     name = "comp.add"
     KERNEL: ClassVar[Kernel] = get_kernel("add")
     a = operand_def(TensorType)
     b = operand_def(TensorType)
+    in_place = opt_prop_def(BoolAttr)  # bool, default false
 
 
 @irdl_op_definition

@@ -24,6 +24,16 @@ back into a copy instead of a wrong cost. The structure:
 * the inputs are distinct values with distinct writers, and no writer's value (nor a view
   of it on the way) is an input of another in-place concat: a buffer has one place;
 * contiguous slices (above).
+
+A chain of partial sums (the per-part weight gradients of a partitioned op, added up) is the
+same idea for `comp.add`: `add(total, part) {in_place = true}` says the part's GEMM added its
+product into the running sum's buffer (cuBLAS's beta = 1: C = A·B + C, the read of C inside
+the GEMM's compute-bound time) instead of writing its own buffer for an add kernel to read,
+so the add runs no kernel. `accumulation_ok` decides: equal types (no broadcast), the part
+the single result of a GEMM-family kernel (`GEMM_KERNELS`) of the block and read only by this
+add, the total read only by this add (its buffer is overwritten) and either such a GEMM
+result too (the chain's first part) or an in-place accumulation itself. Bias and layer-norm
+gradients (`reduce_sum`, `layer_norm_dw`) have no such epilogue: their sums stay adds.
 """
 
 from __future__ import annotations
@@ -34,11 +44,15 @@ from xdsl.dialects.builtin import BoolAttr, IntegerAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import CollectiveOp
-from lancet_mlir.dialects.comp import ConcatOp, ReshapeOp, SplitOp, kernel_of
+from lancet_mlir.dialects.comp import AddOp, ConcatOp, ReshapeOp, SplitOp, kernel_of
 
 __all__ = [
+    "GEMM_KERNELS",
+    "accumulates_in_place",
+    "accumulation_ok",
     "concat_axis",
     "in_place_concat",
+    "mark_accumulate",
     "mark_in_place",
     "placement_ok",
     "slice_offsets",
@@ -80,9 +94,16 @@ def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp) -> bool:
     return False
 
 
-def _marked(op: ConcatOp) -> bool:
+def _marked(op: ConcatOp | AddOp) -> bool:
     flag = op.in_place
     return isinstance(flag, IntegerAttr) and bool(flag.value.data)  # BoolAttr is an i1
+
+
+def _same_block(writer: Operation, block: object) -> bool:
+    """True when `writer` is in `block`, or `block` is None (the op being decided is still
+    detached: a pass decides before inserting it; the cost model and the runtime ask again
+    once it is in a block)."""
+    return block is None or writer.parent_block() is block
 
 
 def placement_ok(op: ConcatOp) -> bool:
@@ -103,7 +124,7 @@ def placement_ok(op: ConcatOp) -> bool:
         if found is None or v in values:
             return False
         writer, chain = found
-        if writer in writers or writer.parent_block() is not block:
+        if writer in writers or not _same_block(writer, block):
             return False
         if _claimed_elsewhere(chain, op):
             return False
@@ -135,3 +156,66 @@ def slice_offsets(op: ConcatOp) -> list[int]:
         assert isinstance(v.type, TensorType)
         offsets.append(offsets[-1] + v.type.get_shape()[axis])
     return offsets
+
+
+# ---- partial sums accumulated in place ------------------------------------------------------
+
+GEMM_KERNELS: frozenset[str] = frozenset(
+    {"matmul", "matmul_dx", "matmul_dw", "batch_matmul", "batch_matmul_dx", "batch_matmul_dw"}
+)
+"""The kernels that can add their product into an existing output (a GEMM's beta = 1)."""
+
+
+def _gemm_part(v: SSAValue, op: Operation) -> bool:
+    """True when `v` is the only result of a GEMM-family kernel of `op`'s block and `op` is
+    its one reader (its buffer may become the running sum)."""
+    owner = v.owner
+    if not isinstance(owner, Operation) or len(owner.results) != 1:
+        return False
+    kernel = kernel_of(owner)
+    if kernel is None or kernel.name not in GEMM_KERNELS:
+        return False
+    return _same_block(owner, op.parent_block()) and _sole_reader(v, op)
+
+
+def _sole_reader(v: SSAValue, op: Operation) -> bool:
+    uses = list(v.uses)
+    return len(uses) == 1 and uses[0].operation is op
+
+
+def accumulation_ok(op: Operation) -> bool:
+    """True when `op`, a `comp.add` (total, part) of a chain of partial sums, can be the
+    part's GEMM adding its product into the running sum's buffer (beta = 1) instead of an add
+    kernel (module doc): equal types, the part a GEMM-family result read only here, the
+    total read only here and either a GEMM-family result too (the chain's first part) or an
+    in-place accumulation itself."""
+    if not isinstance(op, AddOp):
+        return False
+    total, part = op.operands
+    if not (total.type == part.type == op.results[0].type):
+        return False
+    if not _gemm_part(part, op) or not _sole_reader(total, op):
+        return False
+    if _gemm_part(total, op):
+        return True
+    prev = total.owner
+    return (
+        isinstance(prev, AddOp)
+        and _same_block(prev, op.parent_block())
+        and accumulates_in_place(prev)
+    )
+
+
+def accumulates_in_place(op: Operation) -> bool:
+    """True when `op` is a `comp.add` marked `in_place` whose structure allows it
+    (`accumulation_ok`): its part's GEMM added into the running sum, no add kernel runs."""
+    return isinstance(op, AddOp) and _marked(op) and accumulation_ok(op)
+
+
+def mark_accumulate(op: Operation) -> bool:
+    """Mark `op` (a partial-sum `comp.add`) `in_place` when `accumulation_ok`; returns
+    whether it did."""
+    if not accumulation_ok(op):
+        return False
+    op.properties["in_place"] = BoolAttr.from_bool(True)
+    return True

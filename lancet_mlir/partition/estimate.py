@@ -20,7 +20,7 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp
-from lancet_mlir.dialects.destination import in_place_concat
+from lancet_mlir.dialects.destination import GEMM_KERNELS, in_place_concat
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, split_sizes
 from lancet_mlir.partition.base import part_sizes, shape_of
@@ -34,7 +34,7 @@ from lancet_mlir.partition.region import (
     blocked_shape,
 )
 from lancet_mlir.partition.rewriter import role_of
-from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, rebuild_concat
+from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, kernel_name, rebuild_concat
 
 
 def _in_place_like(
@@ -50,6 +50,18 @@ def _in_place_like(
     probe.drop_all_references()
     probe.erase(safe_erase=False)
     return answer
+
+
+def _accumulates_like(builder: RegionBuilder, i: int, j: int) -> bool:
+    """Whether the real chain of partial sums of result j of region op i
+    (`rules.partial_sum`) is accumulated in place (`destination.accumulation_ok`): its parts
+    are copies of op i, so they are single GEMM-family results read only by the chain exactly
+    when op i is a single-result GEMM-family kernel whose result no other region op reads.
+    An accumulated chain costs 0 whatever `time_of` is (the cost model's `in-place` source)."""
+    o = builder.graph.ops[i]
+    if kernel_name(o) not in GEMM_KERNELS or len(o.results) != 1:
+        return False
+    return all(u.operation not in builder.originals for u in o.results[j].uses)
 
 
 def _producers(op: Operation) -> list[Operation]:
@@ -237,7 +249,7 @@ def _rebuild_prices(
     prices: tuple
     if slot == PARTIAL:
         add = put(build_kernel_op("add", [template[0], template[0]], None, role))
-        prices = ("add", time_of(add))
+        prices = ("add", 0.0 if _accumulates_like(builder, i, j) else time_of(add))
     else:
         assert isinstance(slot, tuple)
         axis, groups = slot

@@ -42,6 +42,7 @@ from lancet_mlir.partition.rules import (
     PARTIAL,
     build_kernel_op,
     clone_kernel_op,
+    partial_sum,
     rebuild_concat,
 )
 
@@ -313,9 +314,7 @@ class RegionBuilder:
         if slot == PARTIAL:
             total = parts[0]
             for p in parts[1:]:
-                total = self.out.add(
-                    build_kernel_op("add", [total, p], None, role), EPILOGUE
-                ).results[0]
+                total = self.out.add(partial_sum(total, p, role), EPILOGUE).results[0]
             return total
         assert isinstance(slot, tuple)
         axis, groups = slot

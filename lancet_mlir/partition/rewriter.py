@@ -17,7 +17,13 @@ from lancet_mlir.partition.base import (
 )
 from lancet_mlir.partition.expert_span import ExpertSpan
 from lancet_mlir.partition.origin import mark_moved
-from lancet_mlir.partition.rules import Axis, build_kernel_op, clone_kernel_op, rebuild_concat
+from lancet_mlir.partition.rules import (
+    Axis,
+    build_kernel_op,
+    clone_kernel_op,
+    partial_sum,
+    rebuild_concat,
+)
 
 # timing annotations describe the whole op; a chunk must not inherit them
 
@@ -163,7 +169,7 @@ class PartitionRewriter:
         for j, res in enumerate(o.results):
             total = parts[0][j]
             for p in parts[1:]:
-                add = build_kernel_op("add", [total, p[j]], None, role_of(o))
+                add = partial_sum(total, p[j], role_of(o))
                 mark_moved([add], [o])
                 block.insert_op_before(add, before)
                 total = add.results[0]

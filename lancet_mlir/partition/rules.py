@@ -23,7 +23,7 @@ from xdsl.ir import Operation, SSAValue
 from lancet_mlir import attrs as lancet_attrs
 from lancet_mlir.dialects.aten import AtenOp
 from lancet_mlir.dialects.comp import build_op, kernel_of, kernel_params, op_sigs
-from lancet_mlir.dialects.destination import mark_in_place
+from lancet_mlir.dialects.destination import mark_accumulate, mark_in_place
 from lancet_mlir.dialects.kernels import PARTIAL, KernelError
 from lancet_mlir.dialects.kernels.rules import elementwise_partition
 from lancet_mlir.partition.origin import mark_derived
@@ -39,6 +39,7 @@ __all__ = [
     "Axis",
     "Combo",
     "build_kernel_op",
+    "partial_sum",
     "rebuild_concat",
     "is_kernel_op",
     "kernel_name",
@@ -116,6 +117,18 @@ def rebuild_concat(
     rebuild concatenations here (capacity regions, token parts, expert spans)."""
     op = build_kernel_op("concat", parts, {"axis": axis}, attrs)
     mark_in_place(op)
+    return op
+
+
+def partial_sum(
+    total: SSAValue, part: SSAValue, attrs: Mapping[str, Any] | None = None
+) -> Operation:
+    """The detached `comp.add` of one more `part` to a running `total` of partial sums,
+    accumulated in place (`in_place`: the part's GEMM adds into the total's buffer, no add
+    kernel) where `dialects.destination.accumulation_ok` allows it. Every partitioning pass
+    builds its partial-sum chains here."""
+    op = build_kernel_op("add", [total, part], None, attrs)
+    mark_accumulate(op)
     return op
 
 

@@ -81,6 +81,7 @@ from lancet_mlir.partition.rules import (
     build_kernel_op,
     clone_kernel_op,
     kernel_param,
+    partial_sum,
     rebuild_concat,
 )
 
@@ -671,7 +672,7 @@ class TokenBuilder:
                     continue
                 total = self.parts[res][0]
                 for p in self.parts[res][1:]:
-                    add = build_kernel_op("add", [total, p], None, role_of(o))
+                    add = partial_sum(total, p, role_of(o))
                     mark_moved([add], [o])
                     region.add(add, EPILOGUE)
                     region.epilogue.append(add)

@@ -21,7 +21,9 @@ style, as a GPU runs it: its buffer is allocated when the first of its parts is 
 the op that writes each part (seen through reshapes) writes into the part's slice (`out=`
 where the kernel has it, `kernels.kernel_runner_into`; a collective's result is assigned to
 the slice), its readers read the slice, and the concat itself copies nothing (a part that
-did not land in its slice, which the structure rules out, is assigned there).
+did not land in its slice, which the structure rules out, is assigned there). A partial sum
+accumulated in place (`destination.accumulates_in_place`) adds its part into the running
+sum's buffer (`out=`), which only it reads.
 """
 
 from __future__ import annotations
@@ -250,6 +252,8 @@ class ReferenceExecutor:
         self.last_use = _last_uses(self.ops)
         self.places = _destinations(self.ops)
         """writer result -> (in-place concat, part index)."""
+        self.accumulators = _accumulators(self.ops)
+        """The partial sums accumulated in place: their running sum's buffer is updated."""
         self.buffers: dict[Operation, list[np.ndarray]] = {}
         """Per local rank, the buffer of every in-place concat whose first part was made."""
 
@@ -273,6 +277,8 @@ class ReferenceExecutor:
             dests = [self._destination(res, nlocal) for res in op.results]
             if op in self.buffers:
                 results = self._assemble(op, per_rank)
+            elif op in self.accumulators:  # the part's GEMM adds into the running sum
+                results = [[np.add(ins[0], ins[1], out=ins[0])] for ins in per_rank]
             elif any(d is not None for d in dests):
                 results = self._run_into(op, per_rank, dests)
             else:
@@ -413,6 +419,15 @@ def _destinations(ops: Sequence[Operation]) -> dict[SSAValue, tuple[Operation, i
             assert found is not None  # in_place_concat checked it
             places[found[1][-1]] = (op, k)
     return places
+
+
+def _accumulators(ops: Sequence[Operation]) -> set[Operation]:
+    """The in-place accumulations of `ops` (`destination.accumulates_in_place`): numpy has
+    no GEMM with beta = 1, so the executor adds the part into the running sum's buffer (its
+    only reader is the accumulation, so nothing else sees it change)."""
+    from lancet_mlir.dialects.destination import accumulates_in_place
+
+    return {op for op in ops if accumulates_in_place(op)}
 
 
 def _part_slice(concat: Operation, k: int, buffer: np.ndarray) -> np.ndarray:

@@ -42,7 +42,8 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // -----
 
 // Forward and backward blocks of one layer. The backward block reads the forward block's
-// chunks (%x_part<k>), and the expert weight gradient becomes a sum of per-chunk partials.
+// chunks (%x_part<k>), and the expert weight gradient becomes a sum of per-chunk partials, accumulated in
+// place (in_place: the second chunk's batch_matmul_dw adds into the first's buffer, beta = 1).
 builtin.module attributes {lancet.world_size = 2 : i64} {
   func.func @fwd_bwd(%d: tensor<4x4x8xf32>, %w: tensor<2x8x8xf32>, %g: tensor<4x4x8xf32>) -> (tensor<4x4x8xf32>, tensor<4x4x8xf32>, tensor<2x8x8xf32>) {
     %x = comm.all_to_all %d concat 1 {lancet.role = "fwd"} : (tensor<4x4x8xf32>) -> tensor<2x8x8xf32>
@@ -69,7 +70,7 @@ builtin.module attributes {lancet.world_size = 2 : i64} {
 // CHECK-NEXT:    %dw_part1 = comp.batch_matmul_dw %x_part1, %dy_part1 {lancet.role = "dw", lancet.part = 1 : i64{{(, lancet.origin = .*)?}}}
 // CHECK-NEXT:    %dd_part1 = comm.all_to_all %dx_part1 split 1 {lancet.role = "dx", lancet.part = 1 : i64}
 // CHECK-NEXT:    %dd = comp.concat %dd_part0, %dd_part1 {axis = 1 : i64, lancet.role = "dx"}
-// CHECK-NEXT:    %dw = comp.add %dw_part0, %dw_part1 {lancet.role = "dw"{{(, lancet.origin = .*)?}}} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT:    %dw = comp.add %dw_part0, %dw_part1 {in_place = true, lancet.role = "dw"{{(, lancet.origin = .*)?}}} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
 // CHECK-NEXT:    func.return %r, %dd, %dw
 
 // ONE-LABEL: func.func @fwd_bwd

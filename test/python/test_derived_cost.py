@@ -24,7 +24,7 @@ from lancet_mlir.cost.roofline import op_flops_bytes, op_roofline_us
 from lancet_mlir.cost.sources import op_origin, op_origin_bytes
 from lancet_mlir.cost.time_source import source_summary, warn_mixed
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
-from lancet_mlir.dialects.destination import in_place_concat
+from lancet_mlir.dialects.destination import accumulates_in_place, in_place_concat
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
@@ -224,8 +224,9 @@ def test_splits_and_concats_take_their_measured_origins_time_per_byte(
     ops = _compute_ops(parted)
     moved = [op for op in ops if attrs.ORIGIN_BYTES in op.attributes]
     assert {"comp.split", "comp.concat", "comp.add"} <= {op.name for op in moved}
-    # a rebuild whose parts were written into its buffer copies nothing: 0 by any source
-    in_place = [op for op in moved if in_place_concat(op)]
+    # a rebuild whose parts were written into its buffer copies nothing, a partial sum its
+    # GEMMs accumulated adds nothing: 0 by any source
+    in_place = [op for op in moved if in_place_concat(op) or accumulates_in_place(op)]
     for op in in_place:
         assert model.time_and_source(op) == (0.0, "in-place")
     moved = [op for op in moved if op not in in_place]

@@ -1,6 +1,7 @@
 """Destination-passing rebuilds (issue 21): a `comp.concat {in_place = true}` whose parts are
-written into its buffer costs nothing, where and only where a GPU can do that
-(`dialects/destination.py`), and the runtime executes it that way."""
+written into its buffer, and a partial sum `comp.add {in_place = true}` that the part's GEMM
+accumulates, cost nothing, where and only where a GPU can do that (`dialects/destination.py`),
+and the runtime executes them that way."""
 
 from __future__ import annotations
 
@@ -9,14 +10,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import body_ops, parse, run_pipeline, run_tool, to_text
+from helpers import (
+    body_ops,
+    function_graph,
+    kernel_name,
+    parse,
+    run_pipeline,
+    run_tool,
+    to_text,
+)
 from xdsl.dialects.builtin import ModuleOp
 
 from lancet_mlir.cost.cost_model import CostConfig, CostModel
-from lancet_mlir.dialects.comp import ConcatOp
-from lancet_mlir.dialects.destination import in_place_concat, mark_in_place, writer_of
+from lancet_mlir.dialects.comp import AddOp, ConcatOp
+from lancet_mlir.dialects.destination import (
+    accumulates_in_place,
+    accumulation_ok,
+    in_place_concat,
+    mark_accumulate,
+    mark_in_place,
+    writer_of,
+)
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
-from lancet_mlir.runtime import execute
+from lancet_mlir.partition.axes import solve_axes
+from lancet_mlir.partition.base import shape_of
+from lancet_mlir.partition.estimate import estimate_range
+from lancet_mlir.partition.region import build_region, simulate_range
+from lancet_mlir.partition.rules import PARTIAL
+from lancet_mlir.runtime import compare_modules, execute
 from lancet_mlir.runtime.kernels import INTO, kernel_runner, kernel_runner_into
 
 # Two parts of 512 rows (a matmul's and a gelu's, explicit times 30 and 20 µs) rebuilt into
@@ -251,7 +272,167 @@ def test_token_parts_rebuilt_in_place_keep_the_values_under_lancet_run_compare(
     parted.write_text(to_text(module))
     concats = [op for op in body_ops(module) if isinstance(op, ConcatOp)]
     placed = [op for op in concats if in_place_concat(op)]
-    assert len(placed) >= 10
-    assert parted.read_text().count("in_place = true") == len(placed)
+    sums = [op for op in body_ops(module) if accumulates_in_place(op)]
+    assert (len(placed), len(sums)) == (25, 6)
+    assert parted.read_text().count("in_place = true") == 25 + 6
     done = run_tool(["lancet-run", "--ranks", "2", "--compare", str(source), str(parted)])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# Two weight-gradient parts (matmul_dw over 512 rows each, explicit 30 and 20 µs) added up
+# into [1024, 1024] (4 MiB each) and read by a scale (5 µs). FLAG is the add's property.
+SUMS = """
+builtin.module attributes {lancet.world_size = 1 : i64} {
+  func.func @f(%x: tensor<1024x1024xf32>, %d: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+    %x0, %x1 = comp.split %x {num = 2 : i64} : (tensor<1024x1024xf32>) -> (tensor<512x1024xf32>, tensor<512x1024xf32>)
+    %d0, %d1 = comp.split %d {num = 2 : i64} : (tensor<1024x1024xf32>) -> (tensor<512x1024xf32>, tensor<512x1024xf32>)
+    %w0 = comp.matmul_dw %x0, %d0 {lancet.time_us = 30.0 : f64} : (tensor<512x1024xf32>, tensor<512x1024xf32>) -> tensor<1024x1024xf32>
+    %w1 = comp.matmul_dw %x1, %d1 {lancet.time_us = 20.0 : f64} : (tensor<512x1024xf32>, tensor<512x1024xf32>) -> tensor<1024x1024xf32>
+    %w = comp.add %w0, %w1 FLAG : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %s = comp.scale %w {alpha = 2.0 : f64, lancet.time_us = 5.0 : f64} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    func.return %s : tensor<1024x1024xf32>
+  }
+}
+"""
+
+ADD_US = 3 * 1024 * 1024 * 4 / (900e9 * 0.8) * 1e6
+"""The add kernel by hand: V100 roofline, 2 x 4 MiB read + 4 MiB written at 0.8 x 900 GB/s
+= 17.476267 µs (its 1M FLOPs take 0.08 µs at 0.75 x 15.7 TFLOP/s)."""
+
+
+def add_of(module: ModuleOp) -> AddOp:
+    return next(op for op in body_ops(module) if isinstance(op, AddOp))
+
+
+def test_a_partial_sum_accumulated_in_place_costs_nothing(tmp_path: Path) -> None:
+    model = CostModel.build(CostConfig(device="v100"))
+    plain = parse(SUMS.replace("FLAG", ""))
+    assert ADD_US == pytest.approx(17.476267, abs=1e-6)
+    assert model.time_and_source(add_of(plain)) == (pytest.approx(ADD_US, rel=1e-12), "roofline")
+    assert accumulation_ok(add_of(plain))
+    assert not accumulates_in_place(add_of(plain))
+    placed = parse(SUMS.replace("FLAG", "{in_place = true}"))
+    assert model.time_and_source(add_of(placed)) == (0.0, "in-place")
+    for module, want in ((plain, 55.0 + ADD_US), (placed, 55.0)):  # + the splits (views)
+        report = tmp_path / "r.json"
+        run_pipeline(module, f'simulate{{device=v100 report="{report}"}}')
+        splits = sum(model.op_time_us(op) for op in body_ops(module) if op.name == "comp.split")
+        got = json.loads(report.read_text())["makespan_us"]
+        assert got == pytest.approx(want + splits, rel=1e-12)
+    a = execute(parse(SUMS.replace("FLAG", "")), seed=5).outputs[0][0]
+    b = execute(parse(SUMS.replace("FLAG", "{in_place = true}")), seed=5).outputs[0][0]
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-5)
+
+
+def sum_case(body: str) -> ModuleOp:
+    t = "tensor<4x2xf32>"
+    return parse(f"""builtin.module {{
+  func.func @f(%x: {t}, %y: {t}) -> tensor<2x2xf32> {{
+    {body}
+    func.return %w : tensor<2x2xf32>
+  }}
+}}""")
+
+
+DW = "(tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<2x2xf32>"
+SUM_CASES = {
+    "two-gemms": (
+        f"""%a = comp.matmul_dw %x, %y : {DW}
+    %b = comp.matmul_dw %y, %x : {DW}
+    %w = comp.add %a, %b : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>""",
+        True,
+    ),
+    # the part's producer has no beta: a gelu writes its own buffer
+    "not-a-gemm": (
+        f"""%a = comp.matmul_dw %x, %y : {DW}
+    %g = comp.matmul_dw %y, %x : {DW}
+    %b = comp.gelu %g : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    %w = comp.add %a, %b : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>""",
+        False,
+    ),
+    # the running sum is read again: its buffer may not be overwritten
+    "total-read-twice": (
+        f"""%a = comp.matmul_dw %x, %y : {DW}
+    %b = comp.matmul_dw %y, %x : {DW}
+    %s = comp.add %a, %b : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %w = comp.add %s, %a : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>""",
+        False,
+    ),
+    # broadcasting: the part is not the sum's shape
+    "broadcast": (
+        f"""%a = comp.matmul_dw %x, %y : {DW}
+    %r = comp.reduce_sum %x : (tensor<4x2xf32>) -> tensor<2xf32>
+    %w = comp.add %a, %r : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>""",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUM_CASES))
+def test_where_a_gemm_can_accumulate_a_partial_sum(name: str) -> None:
+    body, allowed = SUM_CASES[name]
+    module = sum_case(body)
+    add = [op for op in body_ops(module) if isinstance(op, AddOp)][-1]
+    assert mark_accumulate(add) is allowed
+    assert accumulates_in_place(add) is allowed
+    want = execute(sum_case(body), seed=6).outputs[0][0]
+    np.testing.assert_allclose(execute(module, seed=6).outputs[0][0], want, rtol=1e-6)
+
+
+def test_a_chain_of_three_parts_accumulates_in_place() -> None:
+    module = sum_case(f"""%a = comp.matmul_dw %x, %y : {DW}
+    %b = comp.matmul_dw %y, %x : {DW}
+    %c = comp.matmul_dw %x, %x : {DW}
+    %s = comp.add %a, %b : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %w = comp.add %s, %c : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>""")
+    first, second = [op for op in body_ops(module) if isinstance(op, AddOp)]
+    assert not mark_accumulate(second)  # its total is not an accumulation yet
+    assert mark_accumulate(first)
+    assert mark_accumulate(second)
+    first.properties.pop("in_place")  # a broken link: the rest of the chain is an add again
+    assert not accumulates_in_place(second)
+
+
+def test_token_parts_accumulate_the_expert_weight_gradients() -> None:
+    """On the small preset with 4 token parts, the 6 partial sums are the expert FFN's
+    weight gradients (batch_matmul_dw parts): all accumulated in place, values unchanged."""
+    module = run_pipeline(build_gpt2_moe(MODEL), "moe-partition{axis=token parts=4}")
+    sums = [op for op in body_ops(module) if isinstance(op, AddOp) and accumulates_in_place(op)]
+    assert len(sums) == 6
+    assert {kernel_name(op.operands[1].owner) for op in sums} == {"batch_matmul_dw"}
+    assert compare_modules(build_gpt2_moe(MODEL), module, ranks=2).ok
+
+
+REGION = """builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @f(%x: tensor<8x4xf32>, %dy: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<8x4xf32>) {
+    %h = comp.gelu %x : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %e = comm.all_to_all %h : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %w = comp.matmul_dw %e, %dy : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %g = comp.gelu %e : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    func.return %w, %g : tensor<4x4xf32>, tensor<8x4xf32>
+  }
+}"""
+"""A region around an all-to-all in blocks of 2 ranks: the matmul_dw gives partial sums."""
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_template_estimate_sees_the_accumulation_as_the_built_region_does(n: int) -> None:
+    graph = function_graph(parse(REGION))
+    nodes = list(range(len(graph)))
+    solution = solve_axes(graph, nodes, [1], parts=n)
+    assert solution is not None
+    assert solution.options[2][1] == (PARTIAL,)
+
+    def time_of(op) -> float:  # as every cost model: the in-place ops cost 0
+        if in_place_concat(op) or accumulates_in_place(op):
+            return 0.0
+        return 1.0 + sum(float(sum(shape_of(r) or ())) for r in op.results)
+
+    region = build_region(graph, solution, n)
+    sums = [op for op in region.epilogue if isinstance(op, AddOp)]
+    assert len(sums) == n - 1
+    assert all(accumulates_in_place(op) for op in sums)
+    built = simulate_range(graph, nodes, time_of, region).makespan_us
+    region.discard()
+    assert estimate_range(graph, nodes, solution, n, time_of) == built
+    assert built == {2: 188.0, 3: 236.0}[n]

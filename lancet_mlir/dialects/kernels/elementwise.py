@@ -35,12 +35,12 @@ def _broadcast_infer(ins: Sigs, params: Params) -> list[TensorSig]:
     return [TensorSig(tuple(shape), dtype)]
 
 
-def _binary(name: str, doc: str) -> Kernel:
+def _binary(name: str, doc: str, params: dict | None = None) -> Kernel:
     return Kernel(
         name=name,
         num_inputs=2,
         input_names=("a", "b"),
-        params={},
+        params=params or {},
         infer=_broadcast_infer,
         flops=per_element(1),
         partition=elementwise_rule,
@@ -48,7 +48,14 @@ def _binary(name: str, doc: str) -> Kernel:
     )
 
 
-register(_binary("add", "(a, b) -> a + b with numpy broadcasting"))
+register(
+    _binary(
+        "add",
+        "(a, b) -> a + b with numpy broadcasting; `in_place`: b's GEMM added its product into "
+        "a's buffer (a partial sum accumulated in place, `dialects/destination.py`)",
+        {"in_place": False},
+    )
+)
 register(_binary("sub", "(a, b) -> a - b with numpy broadcasting"))
 register(_binary("mul", "(a, b) -> a * b with numpy broadcasting"))
 
