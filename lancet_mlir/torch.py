@@ -10,7 +10,8 @@ torch.compile(step, backend=lt.backend(cluster="p3dn"))
 `gm` is one training step as ATen ops: `lt.capture(step, args, world_size=W)` (`make_fx` under
 a fake process group) or the graph `torch.compile(backend=aot_autograd(...))` passes a backend.
 `optimize` imports it (`lancet_mlir.importers.torch`), runs a `lancet-opt` pipeline on it
-(default `lancet-schedule{partition=none}`, costed for `cluster` / `device` / `profile`), partitions its
+(default `lancet-schedule`, its own IR partitioning off, costed for `cluster` / `device` /
+`profile`), partitions its
 expert-parallel MoE layers when `partition` says so (`lancet_mlir.exporters.torch.moe`) and
 rebuilds the graph in the optimized order (`lancet_mlir.exporters.torch`). This module is
 the only one that imports torch at its top: `import lancet_mlir` never does.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torch.fx import GraphModule
@@ -35,16 +36,36 @@ from lancet_mlir.passes import get_all_passes
 from lancet_mlir.sim.blocks import simulate_module
 from lancet_mlir.support.errors import UserError
 
-__all__ = ["Optimized", "backend", "capture", "import_graph", "optimize"]
+__all__ = ["DEFAULT_PIPELINE", "Optimized", "backend", "capture", "import_graph", "optimize"]
 
 GroupRanks = Mapping[str, Sequence[Sequence[int]]]
 MoeParts = int | list[int]
 """The report's `moe_parts`: the forced count, 1 (whole) or the plan's per-pair counts."""
 
 
-DEFAULT_PIPELINE = "lancet-schedule{partition=none}"
-"""`optimize`'s pipeline: the scheduler, with its own IR partitioning off (the MoE layers
-are partitioned on the FX graph, `partition=`; parts made in the IR have no FX nodes)."""
+DEFAULT_PIPELINE = "lancet-schedule"
+"""`optimize`'s pipeline (issue 18's spelling). Every `lancet-schedule` of a pipeline runs
+with its own IR partitioning off (`partition=none`, `_fx_partitioning`): the MoE layers are
+partitioned on the FX graph (`optimize`'s `partition=`), since parts made in the IR have no
+FX nodes to map back to."""
+
+
+def _fx_partitioning(passes: PassPipeline) -> tuple[PassPipeline, list[str]]:
+    """`passes` with every `lancet-schedule` set to `partition=none`, and a note for each
+    one that asked for IR partitioning."""
+    from lancet_mlir.passes.lancet_schedule import LancetSchedulePass
+
+    notes: list[str] = []
+    new: list = []
+    for p in passes.passes:
+        if isinstance(p, LancetSchedulePass) and p.partition != "none":
+            notes.append(
+                f"lancet-schedule's partition={p.partition} is done on the FX graph here "
+                "(optimize's partition=), the pass runs with partition=none"
+            )
+            p = replace(p, partition="none")
+        new.append(p)
+    return PassPipeline(tuple(new), passes.callback), notes
 
 
 def import_graph(
@@ -159,12 +180,19 @@ def optimize(
         passes = PassPipeline.parse_spec(get_all_passes(), pipeline)
     except ValueError as exc:
         raise UserError(f"pipeline '{pipeline}': {exc}") from None
+    passes, pipeline_notes = _fx_partitioning(passes)
+    if pipeline == DEFAULT_PIPELINE:
+        pipeline_notes = []
     candidates: list[tuple[MoeParts, list[dict[str, Any]], GraphModule, ImportedGraph]] = []
     if partition in (None, "none"):
         candidates.append((1, [], gm, imported))
     elif partition == "auto":
         candidates.append((1, [], gm, imported))
-        planned = _planned(gm, imported, world_size)
+        try:
+            planned = _planned(gm, imported, world_size)
+        except UserError as exc:  # the FX graph cannot realise the plan: keep it whole
+            planned = None
+            pipeline_notes.append(f"partition=auto: the plan is not realised ({exc})")
         if planned is not None:
             new_gm, plan = planned
             trial = import_fx(new_gm, world_size=world_size, group_ranks=group_ranks)
@@ -206,7 +234,7 @@ def optimize(
         "device": device,
         "world_size": world_size,
         "num_nodes": len(gm.graph.nodes),
-        "notes": list(imported.notes),
+        "notes": [*imported.notes, *pipeline_notes],
         "optimize_seconds": time.perf_counter() - start,
     }
     return Optimized(new, report, module, imported)

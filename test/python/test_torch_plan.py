@@ -120,3 +120,43 @@ def test_a_pipeline_that_partitions_the_ir_is_refused() -> None:
         "export cannot map back: give lancet-schedule partition=none (and no moe-partition) "
         "and partition the FX graph with optimize's partition="
     )
+
+
+def test_the_issue_spelling_of_the_pipeline_schedules_without_ir_parts() -> None:
+    # issue 18's `pipeline="lancet-schedule"` is the default: its own IR partitioning is off
+    # (parts made in the IR have no FX nodes), so it equals lancet-schedule{partition=none}
+    plain = lt.optimize(captured(), world_size=2, **PLAN_COSTS)
+    spelled = lt.optimize(captured(), world_size=2, pipeline="lancet-schedule", **PLAN_COSTS)
+    explicit = lt.optimize(
+        captured(), world_size=2, pipeline="lancet-schedule{partition=dp}", **PLAN_COSTS
+    )
+    assert lt.DEFAULT_PIPELINE == "lancet-schedule"
+    assert plain.report["makespan_us"] == spelled.report["makespan_us"]
+    assert explicit.report["makespan_us"] == plain.report["makespan_us"]
+    code = plain.graph_module.code
+    assert spelled.graph_module.code == code
+    assert explicit.graph_module.code == code
+    assert not any("partition=" in n for n in plain.report["notes"])
+    assert (
+        "lancet-schedule's partition=dp is done on the FX graph here (optimize's partition=), "
+        "the pass runs with partition=none"
+    ) in explicit.report["notes"]
+
+
+def test_auto_keeps_the_graph_whole_when_the_fx_graph_cannot_realise_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import lancet_mlir.exporters.torch.moe as moe
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise UserError("partition: the plan splits FX node 'x' along A, the FX rewriter finds B")
+
+    monkeypatch.setattr(moe, "partition_graph", refuse)
+    done = lt.optimize(captured(), world_size=2, pipeline=PIPELINE, partition="auto", **PLAN_COSTS)
+    assert done.report["moe_plan"] == []
+    assert done.report["moe_parts"] == 1
+    assert len(_a2a(done.graph_module)) == 4  # 2 pairs, whole
+    assert (
+        "partition=auto: the plan is not realised (partition: the plan splits FX node 'x' "
+        "along A, the FX rewriter finds B)"
+    ) in done.report["notes"]
