@@ -85,11 +85,22 @@ def writer_of(v: SSAValue) -> tuple[Operation, list[SSAValue]] | None:
 
 
 def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp) -> bool:
-    """True when a value of `chain` is an input of an in-place concat other than `op`."""
-    for value in chain:
+    """True when the writer's result (`chain[-1]`) or any `comp.reshape` view of it, however
+    deep, is an input of an in-place concat other than `op`: the writer would have to write
+    into two buffers. Views are followed down from the writer, not only along `chain`, so
+    two sibling reshapes of one writer feeding two concats are seen (an outside review)."""
+    pending = [chain[-1]]
+    seen: set[SSAValue] = set()
+    while pending:
+        value = pending.pop()
+        if value in seen:
+            continue
+        seen.add(value)
         for use in value.uses:
             other = use.operation
-            if other is not op and isinstance(other, ConcatOp) and _marked(other):
+            if isinstance(other, ReshapeOp):
+                pending.append(other.results[0])
+            elif other is not op and isinstance(other, ConcatOp) and _marked(other):
                 return True
     return False
 

@@ -436,3 +436,39 @@ def test_the_template_estimate_sees_the_accumulation_as_the_built_region_does(n:
     region.discard()
     assert estimate_range(graph, nodes, solution, n, time_of) == built
     assert built == {2: 188.0, 3: 236.0}[n]
+
+
+def test_a_writer_reached_through_two_sibling_views_has_one_place() -> None:
+    # an outside review: %a feeds two concats through two different reshapes; both marked,
+    # both were costed 0 (each concat only looked at its own path to the writer)
+    t = "tensor<512x1024xf32>"
+    module = parse(
+        f"""builtin.module attributes {{lancet.world_size = 1 : i64}} {{
+  func.func @f(%x: {t}, %y: {t}) -> (tensor<1024x1024xf32>, tensor<1024x1024xf32>) {{
+    %a = comp.gelu %x {{lancet.time_us = 20.0 : f64}} : ({t}) -> {t}
+    %b = comp.gelu %y {{lancet.time_us = 20.0 : f64}} : ({t}) -> {t}
+    %e = comp.scale %y {{alpha = 2.0 : f64, lancet.time_us = 20.0 : f64}} : ({t}) -> {t}
+    %r1 = comp.reshape %a {{shape = array<i64: 512, 1024>}} : ({t}) -> {t}
+    %r2 = comp.reshape %a {{shape = array<i64: 512, 1024>}} : ({t}) -> {t}
+    %c = comp.concat %r1, %b FLAG : ({t}, {t}) -> tensor<1024x1024xf32>
+    %d = comp.concat %r2, %e FLAG : ({t}, {t}) -> tensor<1024x1024xf32>
+    func.return %c, %d : tensor<1024x1024xf32>, tensor<1024x1024xf32>
+  }}
+}}""".replace("FLAG", "{in_place = true}")
+    )
+    cm = CostModel.build(CostConfig(device="v100"))
+    first, second = [op for op in body_ops(module) if isinstance(op, ConcatOp)]
+    # both marked by hand: each sees the other claim %a, so both are costed as copies
+    assert not in_place_concat(first)
+    assert not in_place_concat(second)
+    assert [cm.time_and_source(op)[1] for op in (first, second)] != ["in-place", "in-place"]
+    assert cm.time_and_source(second)[0] == pytest.approx(COPY_US)
+    # a pass marks one at a time: the first is placed, the second stays a copy
+    for op in (first, second):
+        op.properties.pop("in_place")
+    assert mark_in_place(first)
+    assert not mark_in_place(second)
+    assert in_place_concat(first)
+    assert cm.time_and_source(first) == (0.0, "in-place")
+    outs = execute(module, seed=3).outputs[0]
+    assert np.array_equal(outs[0][:512], outs[1][:512])
