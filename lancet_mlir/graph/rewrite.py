@@ -118,23 +118,15 @@ def fused_collective(members: Sequence[Operation]) -> tuple[Operation, list[SSAV
     return fused, olds
 
 
-def fused_signature(members: Sequence[Operation]) -> tuple:
-    """Everything the op `fused_collective(members)` would carry (kind, operand and result
-    types, properties, attributes), without building it: two groups with equal signatures
-    fuse into equal ops, which cost the same."""
-    first = members[0]
-    sections = [_sections(op) for op in members]
-    operands = tuple(v.type for part in (0, 1) for ins, _ in sections for v in ins[part])
-    results = tuple(r.type for part in (0, 1) for _, outs in sections for r in outs[part])
-    fill = None
-    if any(attrs.FILL in op.attributes for op in members):
-        fill = fused_fill(cast(Sequence[CollectiveOp], members))
-    common = _common_attributes(members)
-    if fill is not None:
-        common.pop(attrs.FILL, None)  # set_fill replaces it
+def member_signature(op: Operation) -> tuple:
+    """What a collective brings to `fused_collective` (its kind, operand and result types,
+    properties and attributes but per-op timings): groups whose members' signatures are
+    equal, in order, fuse into equal ops (the fused op's types, properties, common
+    attributes and fill are functions of these alone), which cost the same."""
     return (
-        type(first), operands, results, tuple(sorted(first.properties.items())),
-        tuple(sorted(common.items())), fill,
+        type(op), tuple(v.type for v in op.operands), tuple(r.type for r in op.results),
+        tuple(sorted(op.properties.items())),
+        tuple(sorted((k, v) for k, v in op.attributes.items() if k not in _PER_OP_ATTRS)),
     )  # fmt: skip
 
 

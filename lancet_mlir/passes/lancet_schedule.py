@@ -26,6 +26,7 @@ from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
 from lancet_mlir.passes.scheduling import (
+    FusionPrices,
     apply_result,
     block_problem,
     fusion_hooks,
@@ -205,7 +206,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             self._apply(ctx, op)
 
     def _apply(self, ctx: Context, op: ModuleOp) -> None:
-        priced: dict[tuple, float] = {}  # fused all-reduce prices, shared by the candidates
+        priced = FusionPrices()  # fused all-reduce prices, shared by the candidates
         if self.partition != "auto":
             partition_stage(self.partition, ctx, op, self)
             self._schedule(op, float(self.max_seconds), "", priced=priced)
@@ -243,7 +244,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         max_seconds: float,
         label: str,
         sim: ModuleSimulation | None = None,
-        priced: dict[tuple, float] | None = None,
+        priced: FusionPrices | None = None,
     ) -> float:
         """Run the scheduling stages on every block of `op` of two ops or more, innermost
         first, each costed after the blocks nested in it were scheduled (an op with regions

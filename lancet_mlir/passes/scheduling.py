@@ -6,6 +6,7 @@ mixin (`passes/costing.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import StringAttr
 
@@ -19,7 +20,7 @@ from lancet_mlir.graph.rewrite import (
     ScheduleError,
     fuse_collectives,
     fused_collective,
-    fused_signature,
+    member_signature,
     relink,
 )
 from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
@@ -62,31 +63,50 @@ def never_worse(problem: Problem, candidate: Sequence[int], options: SimOptions)
     return identity
 
 
+@dataclass
+class FusionPrices:
+    """Fused-collective prices that blocks costed alike share (`fusion_hooks`): member
+    signatures numbered in first-seen order, and the price of each (cost model, world size,
+    member numbers)."""
+
+    numbers: dict[tuple, int] = field(default_factory=dict)
+    prices: dict[tuple, float] = field(default_factory=dict)
+
+
 def fusion_hooks(
-    graph: DataflowGraph, cost_model: CostModel, priced: dict[tuple, float] | None = None
+    graph: DataflowGraph, cost_model: CostModel, shared: FusionPrices | None = None
 ) -> FusionHooks:
     """How fusion prices a group (the cost model's time for the fused collective, built
     as a temporary op and erased again) and matches two collectives (`fusion_key`).
     Both are memoised per block: fusion asks again for the groups it priced from another
     start, and a collective's key does not change while the block is planned; a group
-    whose fused op would equal one already priced (`fused_signature`: the same kinds, types
-    and attributes, as the layers of a model give) takes that price without building it.
-    `priced` (signature -> µs) lets blocks costed by the same model share those prices
-    (lancet-schedule's candidates: their gradient all-reduces are alike)."""
+    whose members' signatures (`member_signature`) equal, in order, those of a group
+    already priced (the same kinds, types and attributes, as the layers of a model give)
+    fuses into an equal op and takes that price without building it (a group's key is a
+    tuple of small integers, cheap to hash however long the group). `shared` lets blocks
+    costed by the same model share those prices (lancet-schedule's candidates: their
+    gradient all-reduces are alike)."""
     world = module_world_size(graph.ops[0]) if graph.ops else None
     prices: dict[tuple[int, ...], float] = {}
-    by_signature = {} if priced is None else priced
+    shared = FusionPrices() if shared is None else shared
+    numbers, by_signature = shared.numbers, shared.prices
+    member: dict[int, int] = {}
     keys: dict[int, tuple | None] = {}
+
+    def number(v: int) -> int:
+        known = member.get(v)
+        if known is None:
+            known = member[v] = numbers.setdefault(member_signature(graph.ops[v]), len(numbers))
+        return known
 
     def fused_time(group: list[int]) -> float:
         known = prices.get(tuple(group))
         if known is not None:
             return known
-        members = [graph.ops[m] for m in group]
-        signature = (id(cost_model), world, fused_signature(members))
+        signature = (id(cost_model), world, *map(number, group))
         price = by_signature.get(signature)
         if price is None:
-            temp, _ = fused_collective(members)
+            temp, _ = fused_collective([graph.ops[m] for m in group])
             try:
                 price = by_signature[signature] = float(cost_model.op_time_us(temp, world))
             finally:
