@@ -70,14 +70,24 @@ class DwLabels:
 
 
 def update_mask(problem: Problem, desc: Sequence[int]) -> int:
-    """Bitset of the optimizer-update side: all-reduce descendants and role "update" ops."""
+    """Bitset of the optimizer-update side: all-reduce descendants and role "update" ops,
+    less any of them that reaches an op outside that side. The update side runs after the
+    body (`append_tail`), so it must be closed under successors: an op labelled "update"
+    that feeds the body (a mislabelled role, e.g. from an importer's guess) is body work,
+    not a cycle. One pass suffices: `desc` is transitive, so whatever reaches a removed op
+    reaches the body op that removed it."""
     mask = 0
     for v in range(len(problem)):
         if problem.is_allreduce(v):
             mask |= desc[v]
         elif problem.role[v] == Role.UPDATE:
             mask |= 1 << v
-    return mask
+    outside = ~mask
+    closed = mask
+    for v in bits_of(mask):
+        if desc[v] & outside & ~(1 << v):
+            closed &= ~(1 << v)
+    return closed
 
 
 def label_dw(problem: Problem, launch_order: Sequence[int]) -> DwLabels:

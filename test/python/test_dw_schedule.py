@@ -243,3 +243,23 @@ def test_zero_duration_filler_stays_after_its_all_to_all() -> None:
     s = dw_schedule(p)
     assert s.order == [0, 1, 2, 3, 4]
     assert s.makespan_us == 1.0
+
+
+def test_an_update_that_feeds_the_body_is_body_work() -> None:
+    # an outside review: a (mislabelled) "update" op a(4) feeding an all-to-all A(6) -> c(2)
+    # made dw-schedule append a after the body that needs it: "chains form a cycle".
+    # Graph: a(4, update) -> A(6) -> c(2); g(3, dw) -> r(5, allreduce) -> u(1, update)
+    p = Problem.from_edges(
+        [4, 6, 2, 3, 5, 1],
+        [(0, 1), (1, 2), (3, 4), (4, 5)],
+        {1: "all_to_all", 4: "allreduce"},
+        role={0: "update", 3: "dw", 5: "update"},
+    )
+    labels = label_dw(p, list(range(len(p))))
+    assert labels.updates == 1 << 5  # a reaches the body: not on the update side; u is
+    result = dw_schedule(p)
+    # a, then A with g placed in its window (dW), r fills after; c; u last:
+    # compute a 0-4, g 4-7, c 10-12; comm A 4-10, r 10-15; u 15-16
+    assert result.makespan_us == 16.0
+    assert result.order.index(0) < result.order.index(1) < result.order.index(2)
+    assert result.order[-1] == 5

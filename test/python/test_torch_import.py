@@ -236,3 +236,40 @@ def test_group_names_resolve_to_rank_groups() -> None:
         groups.property("5", None, "node")
     with pytest.raises(UserError, match="does not divide"):
         groups.property("6", 3, "node")
+
+
+def test_a_gradient_shaped_activation_gradient_is_not_the_weights_gradient() -> None:
+    # an outside review: the expert input w [12, 12] has the shape of the exchanged tokens'
+    # gradient (12 tokens x 12 features), which comes first in the backward; calling it w's
+    # gradient made its successors `update`, among them the input of a backward all-to-all
+    # (`dw`, a collective): dw-schedule then failed with "chains form a cycle"
+    import torch.distributed._functional_collectives as fcol
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        w = w.detach().requires_grad_(True)
+        got = fcol.all_to_all_single_autograd(x, None, None, "0")
+        h = torch.nn.functional.gelu(got @ w)
+        back = fcol.all_to_all_single_autograd(h, None, None, "0")
+        (grad,) = torch.autograd.grad((back * back).sum(), [w])
+        grad = fcol.wait_tensor(fcol.all_reduce(grad, "sum", "0"))
+        return (w.detach() - 0.1 * grad,)
+
+    gm = lt.capture(step, [torch.randn(12, 12), torch.randn(12, 12)], world_size=2)
+    done = lt.optimize(gm, world_size=2, pipeline="dw-schedule", cluster="p3dn")
+    roles = done.imported.roles
+    by_target = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            by_target.setdefault(str(n.target), []).append(roles.get(n.name))
+    # the real gradient is the mm of the exchanged tokens' transpose with the gradient; the
+    # activation gradients ([12, 12] too) feed the backward all-to-all: none is `update`
+    assert by_target["aten.gelu_backward.default"] == ["dw"]
+    assert by_target["aten.mm.default"][-1] == "dw"
+    assert "update" not in by_target["aten.mm.default"]
+    updates = {str(n.target) for n in gm.graph.nodes if roles.get(n.name) == "update"}
+    assert updates == {"aten.mul.Tensor", "aten.sub.Tensor"}
+    # every all-to-all's input is made before it: no update feeds the body
+    for n in gm.graph.nodes:
+        if is_collective(n):
+            assert all(roles.get(i.name) != "update" for i in n.all_input_nodes)
+    done.graph_module.graph.lint()

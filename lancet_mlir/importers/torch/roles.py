@@ -7,9 +7,15 @@ make_fx records no forward/backward marker, so the roles come from the graph's s
 * each output of the step (a new parameter, an optimizer state) owns the backward nodes that
   only it needs: its gradient's own computation; a backward node that two or more outputs
   need is `dx` (the activations' gradients every weight gradient reads);
-* of an output's own nodes, the first whose shape is the output's is its gradient: it and
-  the nodes it needs are `dw`, the nodes after it `update` (a collective on the way, the
-  gradient's all-reduce, stays `dw`). So every `dw` node reaches an `update` node.
+* of an output's own nodes, its gradient is the first whose shape is the output's and
+  which needs every collective of those nodes (the gradient's all-reduce is on the way to
+  it, and a backward all-to-all of an expert's gradient): it and the nodes it needs are
+  `dw`, the nodes after it `update`. Needing the collectives matters: an activation
+  gradient that happens to have the weight's shape comes before the exchanges that lead to
+  the real gradient, and calling what follows it `update` would put body work (an
+  all-to-all's input) after the body (an outside review). With no such node, the first of
+  the output's shape (or the last own node) is taken, and a collective stays `dw`. So
+  every `dw` node reaches an `update` node.
 
 A graph with no seed (a forward-only graph) is all `fwd`.
 """
@@ -71,11 +77,26 @@ def infer_roles(graph: Graph, is_collective: Callable[[Node], bool]) -> dict[Nod
                 roles[node] = Role.DX
     for bit, members in own.items():
         target = _shape(outs[bit])
-        grad = next((n for n in members if _shape(n) == target), members[-1])
-        needs = {grad}
-        for node in reversed(members):
-            if node in needs:
-                needs.update(node.all_input_nodes)
+        shaped = [n for n in members if _shape(n) == target]
+        collectives = {n for n in members if is_collective(n)}
+        grad, needs = None, set()
+        for candidate in shaped:
+            needs = _needs(candidate, members)
+            if collectives <= needs:
+                grad = candidate
+                break
+        if grad is None:
+            grad = shaped[0] if shaped else members[-1]
+            needs = _needs(grad, members)
         for node in members:
             roles[node] = Role.DW if node in needs or is_collective(node) else Role.UPDATE
     return roles
+
+
+def _needs(grad: Node, members: Sequence[Node]) -> set[Node]:
+    """`grad` and the nodes of `members` (in graph order) it needs."""
+    needs = {grad}
+    for node in reversed(members):
+        if node in needs:
+            needs.update(node.all_input_nodes)
+    return needs
