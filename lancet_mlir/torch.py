@@ -20,7 +20,8 @@ the only one that imports torch at its top: `import lancet_mlir` never does.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from torch.fx import GraphModule
 from xdsl.context import Context
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 from xdsl.passes import PassPipeline
+from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir import attrs
 from lancet_mlir.exporters.torch import export_graph, make_backend
@@ -171,8 +173,38 @@ def optimize(
     `gpus_per_node` and `network_gbps` override the cluster's, as lancet-opt's flags do.
     Raises UserError (one line) for bad input.
     """
+    with _user_errors():
+        return _optimize(
+            gm,
+            world_size,
+            pipeline,
+            _Costs(cluster, device, profile, gpus_per_node, network_gbps),
+            group_ranks,
+            partition,
+        )
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """A pass failure (a bad pipeline option, a bad cluster or device name that the costing
+    checks) is a UserError of `optimize`, as its docstring promises (an outside review)."""
+    try:
+        yield
+    except PassFailedException as exc:
+        raise UserError(str(exc)) from None
+
+
+def _optimize(
+    gm: GraphModule,
+    world_size: int,
+    pipeline: str,
+    costs: _Costs,
+    group_ranks: GroupRanks | None,
+    partition: str | int | None,
+) -> Optimized:
+    """`optimize`, its cost options gathered."""
     start = time.perf_counter()
-    costs = _Costs(cluster, device, profile, gpus_per_node, network_gbps)
+    cluster, device = costs.cluster, costs.device
     imported = import_fx(gm, world_size=world_size, group_ranks=group_ranks)
     costs.configure(imported.module)
     before = simulate(imported.module)
@@ -189,7 +221,7 @@ def optimize(
     elif partition == "auto":
         candidates.append((1, [], gm, imported))
         try:
-            planned = _planned(gm, imported, world_size)
+            planned = _planned(gm, imported, world_size, pipeline_notes)
         except UserError as exc:  # the FX graph cannot realise the plan: keep it whole
             planned = None
             pipeline_notes.append(f"partition=auto: the plan is not realised ({exc})")
@@ -241,14 +273,26 @@ def optimize(
 
 
 def _planned(
-    gm: GraphModule, imported: ImportedGraph, world_size: int
+    gm: GraphModule, imported: ImportedGraph, world_size: int, notes: list[str]
 ) -> tuple[GraphModule, list[dict[str, Any]]] | None:
     """The FX graph realising the partition library's plan for `imported` (None: the plan
-    splits nothing), with the plan's report entries."""
-    from lancet_mlir.exporters.torch.moe import partition_graph
+    splits nothing the FX graph can split), with the plan's report entries. A planned pair
+    the FX rewriter finds no span for, or finds along another axis (e.g. an expert bias add
+    it does not follow), stays whole, with a note in `notes`; the others are realised."""
+    from lancet_mlir.exporters.torch.moe import find_pairs, partition_graph
     from lancet_mlir.exporters.torch.plan import plan_moe
 
-    plan = plan_moe(imported.module, imported.body)
+    found = {p.first.name: p.descs[p.wait] for p in find_pairs(gm, world_size)}
+    plan = []
+    for entry, desc in plan_moe(imported.module, imported.body):
+        if found.get(entry.first) == desc:
+            plan.append((entry, desc))
+            continue
+        why = "no splittable span" if entry.first not in found else f"axis {found[entry.first]}"
+        notes.append(
+            f"partition=auto: the pair of FX node '{entry.first}' stays whole (the plan splits "
+            f"it along {desc} in {entry.parts}, the FX rewriter finds {why})"
+        )
     if not plan:
         return None
     new_gm, _ = partition_graph(

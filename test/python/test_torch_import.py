@@ -177,6 +177,24 @@ def test_bad_world_size_and_pipeline() -> None:
         lt.optimize(captured("mlp"), world_size=2, pipeline="no-such-pass")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"pipeline": "lancet-schedule{bogus=1}"}, "lancet-schedule: unknown option bogus;"),
+        ({"cluster": "nope"}, "simulate: lancet.cluster: unknown cluster 'nope' (choices:"),
+        ({"device": "tpu"}, "simulate: lancet.device: unknown device 'tpu' (choices:"),
+        ({"gpus_per_node": 0}, "simulate: lancet.gpus_per_node: expected an integer >= 1"),
+        ({"network_gbps": -1.0}, "simulate: lancet.network_gbps: expected a finite number > 0"),
+    ],
+)
+def test_bad_options_are_user_errors(options: dict, message: str) -> None:
+    # an outside review: these were xDSL's PassFailedException / OpError, not UserError
+    with pytest.raises(UserError) as err:
+        lt.optimize(captured("mlp"), world_size=2, **options)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
 def test_examples_dir_is_importable() -> None:
     assert (REPO / "examples" / "torch" / "moe_step.py").is_file()
 
