@@ -18,7 +18,7 @@ protocols, and take the cheapest as NCCL does:
 * bus bandwidth: Simple runs at the link's usable bus bandwidth B (`busbw_gb_per_s`); LL moves
   8 bytes of data per 16-byte line (data + flag) and NCCL models it at B/4 for an all-reduce and
   B/3 otherwise, capped at the per-GPU-generation LL maximum (`ll_max_gb_per_s`: 39 GB/s on
-  Volta, 87.7 on Ampere and Hopper, NCCL's `llMaxBws` for one node); LL128 at 0.92 B (NCCL's
+  Volta, 87.7 on Ampere, NCCL's `llMaxBws` for one node; Hopper, 141 there, keeps its table); LL128 at 0.92 B (NCCL's
   120/128 line efficiency);
 * time = latency + payload x bus_factor(kind, G) / bus bandwidth, i.e. NCCL's nBytes / algbw
   with algbw = busbw x G / nsteps (the ring's bus-bandwidth conversion, the same factor
@@ -52,7 +52,7 @@ NVLINK_HW_LAT_US = {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}
 """NCCL's hwLat of one ring step over NVLink per protocol (tuning.cc)."""
 LL128_EFFICIENCY = 0.92  # NCCL: busBw * 0.92 (120/128) for LL128 rings
 LL_MAX_VOLTA_GB_PER_S = 39.0  # NCCL llMaxBws, Volta, one node
-LL_MAX_AMPERE_GB_PER_S = 87.7  # NCCL llMaxBws, Ampere and Hopper, one node
+LL_MAX_AMPERE_GB_PER_S = 87.7  # NCCL llMaxBws, Ampere, one node (Hopper: 141; it has a table)
 
 
 def ring_steps(kind: str, group_size: int) -> int:
