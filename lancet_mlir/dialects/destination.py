@@ -48,6 +48,7 @@ from lancet_mlir.dialects.comp import AddOp, ConcatOp, ReshapeOp, SplitOp, kerne
 
 __all__ = [
     "GEMM_KERNELS",
+    "is_gemm_kernel",
     "accumulates_in_place",
     "accumulation_ok",
     "concat_axis",
@@ -177,14 +178,20 @@ GEMM_KERNELS: frozenset[str] = frozenset(
 """The kernels that can add their product into an existing output (a GEMM's beta = 1)."""
 
 
+def is_gemm_kernel(op: Operation) -> bool:
+    """True when `op` is a GEMM-family kernel (`GEMM_KERNELS`: it can add its product into
+    an existing output)."""
+    kernel = kernel_of(op)
+    return kernel is not None and kernel.name in GEMM_KERNELS
+
+
 def _gemm_part(v: SSAValue, op: Operation) -> bool:
     """True when `v` is the only result of a GEMM-family kernel of `op`'s block and `op` is
     its one reader (its buffer may become the running sum)."""
     owner = v.owner
     if not isinstance(owner, Operation) or len(owner.results) != 1:
         return False
-    kernel = kernel_of(owner)
-    if kernel is None or kernel.name not in GEMM_KERNELS:
+    if not is_gemm_kernel(owner):
         return False
     return _same_block(owner, op.parent_block()) and _sole_reader(v, op)
 

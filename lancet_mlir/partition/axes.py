@@ -55,10 +55,11 @@ from dataclasses import dataclass
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp
+from lancet_mlir.dialects.comp import ReshapeOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import shape_of, value_ref
 from lancet_mlir.partition.blocks import reshaped_chunking
-from lancet_mlir.partition.rules import PARTIAL, kernel_name, partition_combos
+from lancet_mlir.partition.rules import PARTIAL, partition_combos
 
 Chunking = tuple[int, int]
 """(axis, groups) of a chunked value."""
@@ -138,7 +139,7 @@ def _a2a_options(op: AllToAllOp, groups: Sequence[int]) -> list[Option]:
 
 
 def _reshape_shapes(op: Operation) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    if kernel_name(op) != "reshape" or len(op.operands) != 1:
+    if not isinstance(op, ReshapeOp) or len(op.operands) != 1:
         return None
     old, new = shape_of(op.operands[0]), shape_of(op.results[0])
     return None if old is None or new is None else (tuple(old), tuple(new))

@@ -20,7 +20,7 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from lancet_mlir.dialects.comm import AllToAllOp
-from lancet_mlir.dialects.destination import GEMM_KERNELS, in_place_concat
+from lancet_mlir.dialects.destination import in_place_concat, is_gemm_kernel
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.axes import AxisSolution, split_sizes
 from lancet_mlir.partition.base import part_sizes, shape_of
@@ -34,7 +34,10 @@ from lancet_mlir.partition.region import (
     blocked_shape,
 )
 from lancet_mlir.partition.rewriter import role_of
-from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, kernel_name, rebuild_concat
+from lancet_mlir.partition.rules import PARTIAL, build_kernel_op, rebuild_concat
+
+_SUM, _JOINED, _BLOCKED = "partial-sum", "joined", "blocked"
+"""Tags of `_rebuild_prices`: how a region result is rebuilt from its parts."""
 
 
 def _in_place_like(
@@ -59,7 +62,7 @@ def _accumulates_like(builder: RegionBuilder, i: int, j: int) -> bool:
     when op i is a single-result GEMM-family kernel whose result no other region op reads.
     An accumulated chain costs 0 whatever `time_of` is (the cost model's `in-place` source)."""
     o = builder.graph.ops[i]
-    if kernel_name(o) not in GEMM_KERNELS or len(o.results) != 1:
+    if not is_gemm_kernel(o) or len(o.results) != 1:
         return False
     return all(u.operation not in builder.originals for u in o.results[j].uses)
 
@@ -206,12 +209,12 @@ def _rebuild_tasks(
     i, j = ref
     parts = [part_task[(i, k)] for k in range(builder.n)]
     prices = _rebuild_prices(builder, classes, ref, time_of)
-    if prices[0] == "add":
+    if prices[0] == _SUM:
         last, add_us = parts[0], prices[1]
         for k in range(1, builder.n):  # the chain adds part k as soon as it is there
             last = tasks.add(add_us, False, EPILOGUE, [last, parts[k]])
         return last
-    if prices[0] == "concat":
+    if prices[0] == _JOINED:
         return tasks.add(prices[1], False, EPILOGUE, parts)
     _, wide_us, joined_us, back_us = prices
     reshaped = [tasks.add(wide_us[classes[k]], False, EPILOGUE, [p]) for k, p in enumerate(parts)]
@@ -223,7 +226,7 @@ def _rebuild_prices(
     builder: RegionBuilder, classes: list[int], ref: tuple[int, int], time_of: OpCost
 ) -> tuple:
     """The times of the ops rebuilding result j of node i (`ref`) from its class templates:
-    ("add", µs) for partial sums, ("concat", µs), or ("blocked", µs per class of the
+    (_SUM, µs) for partial sums, (_JOINED, µs) for a concatenation, or (_BLOCKED, µs per class of the
     reshapes, µs of the concatenation, µs of the reshape back). Built once per template
     parts in `builder.shared` (and owned by it)."""
     shared = builder.shared
@@ -249,7 +252,7 @@ def _rebuild_prices(
     prices: tuple
     if slot == PARTIAL:
         add = put(build_kernel_op("add", [template[0], template[0]], None, role))
-        prices = ("add", 0.0 if _accumulates_like(builder, i, j) else time_of(add))
+        prices = (_SUM, 0.0 if _accumulates_like(builder, i, j) else time_of(add))
     else:
         assert isinstance(slot, tuple)
         axis, groups = slot
@@ -259,7 +262,7 @@ def _rebuild_prices(
             inputs = [template[classes[k]] for k in range(n)]
             concat = put(build_kernel_op("concat", inputs, {"axis": axis}, role))
             in_place = _in_place_like(sorted(set(classes)), template, axis, role)
-            prices = ("concat", 0.0 if in_place else time_of(concat))
+            prices = (_JOINED, 0.0 if in_place else time_of(concat))
         else:
             inner = part_sizes(shape[axis] // groups, n)
             wide: dict[int, Operation] = {}
@@ -279,6 +282,6 @@ def _rebuild_prices(
             )  # fmt: skip
             joined_us = time_of(joined)
             back = put(build_kernel_op("reshape", [joined.results[0]], {"shape": shape}, role))
-            prices = ("blocked", wide_us, joined_us, time_of(back))
+            prices = (_BLOCKED, wide_us, joined_us, time_of(back))
     shared.prices[key] = prices
     return prices
