@@ -29,7 +29,11 @@ def is_collective(op: Operation) -> bool:
 
 def is_copy(op: Operation) -> bool:
     """True for a memcpy / memset (an imported trace op whose `lancet.trace_kind` says so):
-    it runs on the GPU's copy engine, not on the compute stream."""
+    it runs on the GPU's copy engine, not on the compute stream. A collective is never one
+    (NCCL runs its own kernels): a `comm` op carrying a copy kind stays a collective, as the
+    scheduling passes already treated it (`simulate` failed on it without saying where)."""
+    if isinstance(op, CollectiveOp):
+        return False
     kind = op.attributes.get(attrs.TRACE_KIND)
     return isinstance(kind, StringAttr) and kind.data in attrs.COPY_KINDS
 

@@ -185,3 +185,21 @@ def test_chrome_trace_shows_the_copy_engine() -> None:
     }
     assert threads == {0: "compute", 1: "comm 1", 2: "copy"}
     assert [e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"] == [0, 2, 0]
+
+
+def test_a_collective_tagged_as_a_copy_stays_a_collective() -> None:
+    # an outside review: a comm op carrying lancet.trace_kind = "memcpy" made `simulate`
+    # fail ("a collective cannot be a copy", no location) while the schedulers accepted it
+    from lancet_mlir.graph.dataflow import is_copy
+
+    module = parse(
+        """builtin.module attributes {lancet.world_size = 2 : i64} {
+  func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+    %c = comp.gelu %x {lancet.trace_kind = "memcpy"} : (tensor<64xf32>) -> tensor<64xf32>
+    %r = comm.allreduce %c {reduction = "sum", lancet.trace_kind = "memcpy"} : (tensor<64xf32>) -> tensor<64xf32>
+    func.return %r : tensor<64xf32>
+  }
+}"""
+    )
+    ops = [op for op in module.walk() if op.name in ("comp.gelu", "comm.allreduce")]
+    assert [is_copy(op) for op in ops] == [True, False]
