@@ -63,6 +63,28 @@ B200, 2.3x apart in peak. Devices with a table get this floor from their curve; 
 the matmul roofline was floored at the 2 µs launch floor, i.e. a tiny matmul on a V100 was
 estimated 2.5x faster than on an H100. Real V100 traces agree (docs/benchmarks.md
 "Fidelity": batch-16 cuBLAS GEMMs take 4-23 µs, median 7 µs).
+
+`matmul_k_step_us`, the serial K-loop latency of a tableless device's GEMM per contracted
+element: the floor above grows to `min_matmul_us + matmul_k_step_us x K` (`roofline.
+matmul_time_us`). Each output tile of a GEMM is a reduction over K, run as a loop of K-tiles in
+which the next tile's loads from memory must arrive; when the output has few tiles (a skinny or
+small GEMM: fewer CTAs than SMs), nothing else hides that latency and the time grows with K,
+not with the FLOPs. Real traces show it: on the V100 DLRM ranks, GEMMs of equal FLOPs take
+5-6 µs at K = 16 and 15-23 µs at K = 512; on the A100 TorchRec trace a 64 x 4096 x 2798 (M x K
+x N) TF32 GEMM takes 139 µs and a 4096 x 2798 x 64 one 94 µs, both ~0.03 µs per unit of K,
+where their FLOP rooflines say 9-16 µs. 0.025 µs (one memory round trip of ~0.2 µs per K-tile
+of 8, the depth of the SIMT kernels) is calibrated on the eight V100 DLRM ranks (184 GEMMs:
+median estimate / measured 0.62x before, 0.95x with it) and used unchanged for the A100, whose
+trace it was not fitted to (0.31x before, 0.80x after). Hopper and Blackwell kernels pipeline K
+far deeper (TMA, asynchronous warpgroup MMA, stream-K): XLA's tables grow by ~0.001-0.002 µs
+per K at m = n = 256 (H100 bf16 5.0 -> 8.4 µs from K = 256 to 2048; B200 5.0 -> 10.1 µs to K =
+4096), so the GB200, which has no table, takes the B200's 0.0013; devices with a table need no
+term (their curve is measured). The term is held at K = 4096 (`K_STEP_MAX`), the longest K
+measured: longer reductions are where libraries split K over more CTAs (cuBLAS ran the A100's 64
+x 4096 x 100 GEMM as split-K plus a reduction in 21 µs; the term says 107), so extrapolating the
+serial loop further would only grow an overestimate. For large GEMMs the roofline is far above this floor (a 4096^3
+f32 GEMM on a V100: 11.7 ms against 107 µs), so it only moves small and skinny ones (e.g. a
+MoE gate's tokens x d x experts GEMM).
 """
 
 from __future__ import annotations
@@ -78,6 +100,9 @@ G = 1e9
 
 MIN_KERNEL_US = 2.0  # launch + tail of one GPU kernel (module doc)
 MIN_MATMUL_US = 5.0  # GEMM latency floor where a device has no matmul table (module doc)
+VOLTA_AMPERE_K_STEP_US = 0.025  # serial K-loop latency per contracted element (module doc)
+BLACKWELL_K_STEP_US = 0.0013  # the same, from the B200 matmul table (module doc)
+K_STEP_MAX = 4096  # longest K the K-loop latency is measured at; longer K is held there
 IB_LATENCY_US = 15.0  # InfiniBand inter-node latency per collective (module doc)
 
 
@@ -100,6 +125,7 @@ class Device:
     internode_latency_us: float = IB_LATENCY_US
     min_kernel_us: float = MIN_KERNEL_US  # floor of roofline-estimated kernel times
     min_matmul_us: float = MIN_MATMUL_US  # floor of a tableless device's matmul (module doc)
+    matmul_k_step_us: float = 0.0  # a tableless device's GEMM latency per contracted element
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for `dtype`; dtypes without their own entry run at the f32 rate."""
@@ -127,6 +153,7 @@ DEVICES: dict[str, Device] = {
             300 * G,
             _nvlink_nccl(300, LL_MAX_VOLTA_GB_PER_S),
             aliases=("sm_70", "v100-sxm2"),
+            matmul_k_step_us=VOLTA_AMPERE_K_STEP_US,
             internode_gbps_per_gpu=100 / 8,  # p3dn.24xlarge: 100 Gb/s per 8-GPU node
             internode_latency_us=20.0,  # Ethernet (EFA), not InfiniBand
         ),
@@ -145,6 +172,7 @@ DEVICES: dict[str, Device] = {
             600 * G,
             _nvlink_nccl(600, LL_MAX_AMPERE_GB_PER_S),
             aliases=("sm_80", "a100-sxm4"),
+            matmul_k_step_us=VOLTA_AMPERE_K_STEP_US,
             internode_gbps_per_gpu=200.0,  # DGX A100: 8 x 200 Gb/s HDR
         ),
         Device(
@@ -230,6 +258,7 @@ DEVICES: dict[str, Device] = {
             comm_table="comm_gb200.csv",
             xla_gpu="sm_100_GB200",
             aliases=("sm_100_gb200",),
+            matmul_k_step_us=BLACKWELL_K_STEP_US,
             gpus_per_node=72,  # NVL72: one NVLink domain of 72 GPUs
             internode_gbps_per_gpu=400.0,  # one 400 Gb/s NIC per GPU for scale-out
         ),

@@ -17,7 +17,9 @@ true FP32) costs the larger of the FP32 roofline term and the TF32 curve, which 
 small-size latency floor the plain roofline lacks; f64 and integer matmuls are costed the same
 way, fp8/int8 ones against the bf16 curve scaled to their peak (`matmul_time_us`). The memory
 term always applies. A device without a table floors a matmul's roofline at its `min_matmul_us`
-(5 µs: the GEMM latency the tables show, devices.py) instead of the 2 µs launch floor.
+(5 µs: the GEMM latency the tables show, devices.py) plus `matmul_k_step_us` per contracted
+element (`contraction_length`: the serial K loop of a GEMM with few output tiles, devices.py)
+instead of the 2 µs launch floor.
 
 Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, tail), so an
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
@@ -51,7 +53,7 @@ from xdsl.ir import Attribute, Operation
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.comm_model import PiecewiseLinear
-from lancet_mlir.cost.devices import Device
+from lancet_mlir.cost.devices import K_STEP_MAX, Device
 from lancet_mlir.cost.fileio import data_path, read_text
 from lancet_mlir.dialects.comm import tensor_bytes
 from lancet_mlir.dialects.comp import (
@@ -174,8 +176,12 @@ def derive_matmul_table(
     return [(d, f, statistics.median(v)) for (d, f), v in sorted(times.items())]
 
 
-def matmul_time_us(flops: float, nbytes: float, dtype: str, device: Device) -> float:
-    """Matmul time: the device's calibration curve where it has one, else the roofline.
+def matmul_time_us(
+    flops: float, nbytes: float, dtype: str, device: Device, contraction: float = 0.0
+) -> float:
+    """Matmul time: the device's calibration curve where it has one, else the roofline,
+    floored at `min_matmul_us + matmul_k_step_us x contraction` (K, the contracted length:
+    devices.py explains the serial K-loop latency).
 
     bf16/f16 and tf32 use their own curve (and the memory term). Every other dtype takes the
     larger of its roofline and a curve at the *equivalent work*: dtypes no faster than TF32
@@ -193,7 +199,8 @@ def matmul_time_us(flops: float, nbytes: float, dtype: str, device: Device) -> f
     roofline = roofline_time_us(flops, nbytes, dtype, device)
     reference = "bf16" if device.peak(dtype) > device.peak("bf16") else "tf32"
     if reference not in curves:
-        return max(roofline, device.min_matmul_us) if roofline > 0 else roofline
+        floor = device.min_matmul_us + device.matmul_k_step_us * min(contraction, K_STEP_MAX)
+        return max(roofline, floor) if roofline > 0 else roofline
     equivalent = flops * min(1.0, device.peak(reference) / device.peak(dtype))
     return max(roofline, curves[reference](equivalent))
 
@@ -281,11 +288,24 @@ def op_roofline_us(op: Operation, device: Device, fill: float = 1.0) -> float | 
     dtype = op_dtype(op)
     name = op_display_name(op)
     if isinstance(op, MATMUL_CLASSES) or name in MATMUL_OPS:
-        estimate = matmul_time_us(flops, nbytes, dtype, device)
+        estimate = matmul_time_us(flops, nbytes, dtype, device, contraction_length(op, flops))
     else:
         estimate = roofline_time_us(flops, nbytes, dtype, device)
     view = isinstance(op, VIEW_CLASSES) or name in VIEW_OPS
     return launch_floor_us(estimate * fill, device, view)
+
+
+def contraction_length(op: Operation, flops: float) -> float:
+    """K of a matmul-like op: its FLOPs over twice its output elements (2 x batch x M x N x K
+    FLOPs make batch x M x N outputs, whatever the op's layout: `matmul_dw` contracts the
+    tokens); 0 when its first result is not a statically shaped tensor."""
+    if not op.results or not isinstance(op.results[0].type, TensorType):
+        return 0.0
+    shape = op.results[0].type.get_shape()
+    outputs = math.prod(shape)
+    if outputs <= 0 or any(d < 0 for d in shape):
+        return 0.0
+    return flops / (2.0 * outputs)
 
 
 def launch_floor_us(estimate_us: float, device: Device, view: bool = False) -> float:

@@ -106,21 +106,22 @@ def _trace(path: Path) -> Path:
 
 
 def test_classes_and_split_k_gemm(tmp_path: Path) -> None:
-    """The two split-K kernels are one GEMM: one estimate (5 us, the V100's matmul floor: 8.4
-    MFLOP at 0.75 x 15.7 TFLOP/s is 0.71 us, 1.1 MB at 0.8 x 900 GB/s is 1.5 us) against
-    13 + 6 us, each kernel replayed at 2.5 us; the fbgemm and cuDNN kernels are not GEMMs with
-    shapes and keep their measured times."""
+    """The two split-K kernels are one GEMM: one estimate (17.8 us, the V100's matmul floor
+    5 us + 0.025 us x K = 512 of serial K loop: 8.4 MFLOP at 0.75 x 15.7 TFLOP/s is 0.71 us,
+    1.1 MB at 0.8 x 900 GB/s is 1.5 us) against 13 + 6 us, each kernel replayed at 8.9 us;
+    the fbgemm and cuDNN kernels are not GEMMs with shapes and keep their measured times."""
     st = load_steps([str(_trace(tmp_path / "t.json"))])[0]
     assert [op_class(st, j) for j in range(4)] == ["gemm", "gemm", "embedding", "gemm_unshaped"]
     assert gemm_groups(st) == {0: [0, 1], 1: [0, 1]}
     durations, fid = model_durations([st], None)
     assert get_device("v100").min_matmul_us == 5.0
-    assert durations == [[2.5, 2.5, 7.0, 50.0]]
+    assert get_device("v100").matmul_k_step_us == 0.025
+    assert durations == [[8.9, 8.9, 7.0, 50.0]]
     assert fid["classes"] == {
         "gemm": {
             "count": 1,
-            "median_ratio": round(5.0 / 19.0, 4),
-            "p90_ratio": round(5.0 / 19.0, 4),
+            "median_ratio": round(17.8 / 19.0, 4),
+            "p90_ratio": round(17.8 / 19.0, 4),
         }
     }
     assert fid["unmodeled"] == {"embedding": 1, "gemm_unshaped": 1}

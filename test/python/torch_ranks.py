@@ -40,9 +40,11 @@ def free_port() -> int:
 PLAN_CFG = tm.MoeConfig(world=WORLD, d=256, hidden=1024, heads=2, seq=64, batch=8)
 """The capacity MoE that the partition library's plan splits in part ("plan"): 512 tokens
 per rank, 4 experts of 128 slots, with the costs of `PLAN_COSTS`."""
-PLAN_COSTS: dict[str, Any] = {"cluster": "p3dn", "gpus_per_node": 1, "network_gbps": 25.0}
-"""p3dn's V100s, one per node on a 25 Gb/s network: the exchanges cost about what the
-experts do, so the plan splits the forward pair (in 2) and leaves the backward whole."""
+PLAN_COSTS: dict[str, Any] = {"cluster": "p3dn", "gpus_per_node": 1, "network_gbps": 20.0}
+"""p3dn's V100s, one per node on a 20 Gb/s network: the exchanges cost about what the
+experts do, so the plan splits the forward pair (in 2: 352.2 against 365.4 us) and leaves the
+backward whole. (It was 25 Gb/s until small GEMMs paid their serial K loop, cost/devices.py
+`matmul_k_step_us`: the parts' GEMMs got dearer, and at 25 Gb/s no split pays any more.)"""
 
 
 def model(name: str, rank: int) -> tuple[Callable[..., Any], list[torch.Tensor]]:

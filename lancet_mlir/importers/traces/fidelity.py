@@ -121,7 +121,7 @@ def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
         size = dtype_bytes(mats[-1][1])
         nbytes = float(size * (batch * m * k + k * n + batch * m * n))
         dtype = gemm_dtype(mats[-1][1], inf.name)
-        t = matmul_time_us(flops, nbytes, dtype, device)
+        t = matmul_time_us(flops, nbytes, dtype, device, float(k))
     elif cls in ("memcpy", "memset"):
         nb = inf.cpu_op.args.get("bytes") if inf.cpu_op is not None else None
         total = sum(prod(d) * dtype_bytes(t) for d, t in tensors[:1])
