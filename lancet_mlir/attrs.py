@@ -60,11 +60,15 @@ START_US = "lancet.start_us"
 END_US = "lancet.end_us"
 """f64 on an op: simulated end (simulate)."""
 STREAM = "lancet.stream"
-"""i64 on an op: 0 compute, 1..k communication, k + 1 the copy engine (simulate)."""
+"""i64 on an op: 0 compute, 1..k communication, k + 1.. the copy engines, -1 a host sync
+(no GPU stream) (simulate)."""
 TRACE_KIND = "lancet.trace_kind"
 """String on an imported trace op: `kernel`, `memcpy`, `memset` or `comm` (lancet-trace)."""
 COPY_KINDS: tuple[str, ...] = ("memcpy", "memset")
-"""`lancet.trace_kind` values that run on the copy engine (sim/engine.py "Copy engine")."""
+"""`lancet.trace_kind` values that run on a copy engine (sim/engine.py "Copy engines")."""
+HOST_SYNC = "lancet.host_sync"
+"""Unit attribute on an op: the host waits for it to end before launching more (a PyTorch
+`.item()`; sim/engine.py "Host syncs"). `trace.host_sync` ops are host syncs without it."""
 MAKESPAN_US = "lancet.makespan_us"
 """f64 on a func.func: simulated time of its body (simulate)."""
 EXPOSED_COMM_US = "lancet.exposed_comm_us"

@@ -3,18 +3,27 @@
 ```mlir
 %t = trace.kernel %a, %b {name = "volta_sgemm_128x64_nn", lancet.time_us = 8.0 : f64, ...} : (!trace.token, !trace.token) -> !trace.token
 %p = trace.payload %t : (!trace.token) -> tensor<24576xi8>
+%s = trace.host_sync %t {lancet.time_us = 0.0 : f64} : (!trace.token) -> !trace.token
 ```
 
 Every op is compute as far as the cost model goes (its `lancet.time_us` is the measured
 duration); `trace.payload` turns dependency tokens into the tensor a `comm` collective takes,
-and costs nothing. The SSA edges are the step's dependencies: stream order, event waits, host
-syncs and, with an execution trace, tensor data dependencies.
+and costs nothing. `trace.host_sync` is a host synchronisation (`cudaStreamSynchronize`,
+`cudaDeviceSynchronize`, an event sync, a synchronous copy): the host waits until its operands
+(the awaited GPU ops) have ended; it takes no GPU stream and costs nothing, and the ops the host
+launches after it take its token (sim/engine.py "Host syncs"). The SSA edges are the step's
+dependencies: stream order, event waits, host syncs and, with an execution trace, tensor data
+dependencies.
+
+`is_host_sync` and `copy_queue` are the typed readers the dataflow layer uses: a host sync is
+a `trace.host_sync` or any op marked `lancet.host_sync` (the PyTorch importer's `.item()`);
+a copy's queue (host to device, device to host, or the rest) comes from its Kineto name.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Dialect, ParametrizedAttribute, TypeAttribute
+from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.ir import Dialect, Operation, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -23,6 +32,9 @@ from xdsl.irdl import (
     result_def,
     var_operand_def,
 )
+
+from lancet_mlir import attrs
+from lancet_mlir.dialects.vocab import CopyQueue
 
 
 @irdl_attr_definition
@@ -52,4 +64,43 @@ class PayloadOp(IRDLOperation):
     assembly_format = "($deps^)? attr-dict `:` functional-type($deps, $data)"
 
 
-Trace = Dialect("trace", [KernelOp, PayloadOp], [TokenType])
+@irdl_op_definition
+class HostSyncOp(IRDLOperation):
+    """A host synchronisation: the host thread waits until every operand's op has ended.
+
+    It runs on no GPU stream and costs nothing; with a launch overhead the simulator stops
+    the host's launches there until the awaited ops end (sim/engine.py "Host syncs")."""
+
+    name = "trace.host_sync"
+    deps = var_operand_def(AnyAttr())
+    done = result_def(TokenType)
+    assembly_format = "($deps^)? attr-dict `:` functional-type($deps, $done)"
+
+
+def is_host_sync(op: Operation) -> bool:
+    """True for a `trace.host_sync` and for an op marked `lancet.host_sync` (a PyTorch
+    `.item()`: the host reads a GPU value, so it waits for its producers)."""
+    return isinstance(op, HostSyncOp) or attrs.HOST_SYNC in op.attributes
+
+
+COPY_NAME_PREFIXES: tuple[tuple[str, CopyQueue], ...] = (
+    ("Memcpy HtoD", CopyQueue.HTOD),
+    ("Memcpy DtoH", CopyQueue.DTOH),
+)
+"""Kineto activity names of the copies with an engine of their own direction (e.g. "Memcpy
+HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"); every other copy (DtoD, PtoP,
+HtoH, "Memset (Device)", an unnamed one) goes to the queue of the rest."""
+
+
+def copy_queue(op: Operation) -> CopyQueue:
+    """The copy-engine queue of a copy op (the caller knows it is one: `graph.dataflow.is_copy`),
+    from its Kineto `name`: `HTOD`, `DTOH`, else `OTHER`."""
+    name = op.attributes.get("name")
+    if isinstance(name, StringAttr):
+        for prefix, queue in COPY_NAME_PREFIXES:
+            if name.data.startswith(prefix):
+                return queue
+    return CopyQueue.OTHER
+
+
+Trace = Dialect("trace", [KernelOp, PayloadOp, HostSyncOp], [TokenType])

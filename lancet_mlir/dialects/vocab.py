@@ -1,13 +1,14 @@
-"""The project's vocabulary as types: op roles and collective kinds.
+"""The project's vocabulary as types: op roles, collective kinds and copy queues.
 
-Both are `StrEnum`s, so a member equals, hashes and prints as its string (`Role.DX == "dx"`,
-`f"{CollectiveKind.ALLREDUCE}"` is `allreduce`): the IR, profiles, comm tables and reports keep
-their spelling, and code says what it means instead of repeating bare strings.
+Roles and kinds are `StrEnum`s, so a member equals, hashes and prints as its string
+(`Role.DX == "dx"`, `f"{CollectiveKind.ALLREDUCE}"` is `allreduce`): the IR, profiles, comm
+tables and reports keep their spelling, and code says what it means instead of repeating bare
+strings. `CopyQueue` is an `IntEnum`: the simulator takes one small integer per node.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 
 class Role(StrEnum):
@@ -35,4 +36,25 @@ class CollectiveKind(StrEnum):
     ALL_TO_ALLV = "all_to_allv"
 
 
-__all__ = ["CollectiveKind", "Role"]
+class CopyQueue(IntEnum):
+    """The copy-engine queue of a node (sim/engine.py "Copy engines"): GPUs have a copy engine
+    per direction, so a host-to-device copy does not wait behind a device-to-host one. 0 is
+    "not a copy" and 1 the queue of the rest, so a list of bools (`True`: a copy) reads as
+    queues too."""
+
+    NONE = 0
+    """Not a copy."""
+    OTHER = 1
+    """Device to device, peer to peer, memset, or a copy of unknown direction."""
+    HTOD = 2
+    """Host to device."""
+    DTOH = 3
+    """Device to host."""
+
+    @property
+    def label(self) -> str:
+        """The stream's display name: "copy", "copy HtoD", "copy DtoH"."""
+        return {CopyQueue.HTOD: "copy HtoD", CopyQueue.DTOH: "copy DtoH"}.get(self, "copy")
+
+
+__all__ = ["CollectiveKind", "CopyQueue", "Role"]

@@ -17,6 +17,9 @@ from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveM
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
+from lancet_mlir.dialects.trace import copy_queue as trace_copy_queue
+from lancet_mlir.dialects.trace import is_host_sync as trace_is_host_sync
+from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
 from lancet_mlir.support.locations import op_display_name as op_display_name  # re-exported
@@ -36,6 +39,18 @@ def is_copy(op: Operation) -> bool:
         return False
     kind = op.attributes.get(attrs.TRACE_KIND)
     return isinstance(kind, StringAttr) and kind.data in attrs.COPY_KINDS
+
+
+def copy_queue(op: Operation) -> CopyQueue:
+    """The copy-engine queue of `op`: `CopyQueue.NONE` unless `is_copy(op)`, else host to
+    device, device to host or the rest, from the op's Kineto name (dialects/trace.py)."""
+    return trace_copy_queue(op) if is_copy(op) else CopyQueue.NONE
+
+
+def is_host_sync(op: Operation) -> bool:
+    """True for a host sync (`trace.host_sync`, an op marked `lancet.host_sync`): the host
+    waits for its producers to end; it takes no GPU stream. A collective or a copy never is."""
+    return not isinstance(op, CollectiveOp) and not is_copy(op) and trace_is_host_sync(op)
 
 
 def collective_kind(op: Operation) -> str | None:
@@ -67,7 +82,11 @@ class DataflowGraph:
     comm_kind: list[str | None] = field(default_factory=list)
     """Collective kind of each node (`allreduce`, `all_to_all`, ...), None for compute."""
     is_copy: list[bool] = field(default_factory=list)
-    """Memcpy / memset nodes (`is_copy`), which run on the copy engine."""
+    """Memcpy / memset nodes (`is_copy`), which run on a copy engine."""
+    copy_queue: list[int] = field(default_factory=list)
+    """Each node's `CopyQueue` (`copy_queue`; 0 for a node that is no copy)."""
+    is_host_sync: list[bool] = field(default_factory=list)
+    """Host syncs (`is_host_sync`): zero-cost nodes on no stream that hold the host back."""
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -112,6 +131,8 @@ class DataflowGraph:
         payload = [op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops]
         kinds = [collective_kind(op) for op in ops]
         copies = [is_copy(op) for op in ops]
+        queues = [int(copy_queue(op)) if c else 0 for op, c in zip(ops, copies, strict=True)]
+        syncs = [is_host_sync(op) for op in ops]
         return cls(
             block,
             ops,
@@ -123,6 +144,8 @@ class DataflowGraph:
             index,
             comm_kind=kinds,
             is_copy=copies,
+            copy_queue=queues,
+            is_host_sync=syncs,
         )
 
     # ---- queries ---------------------------------------------------------------------------

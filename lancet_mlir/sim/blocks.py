@@ -345,7 +345,7 @@ class ModuleSimulation:
         """A lower bound of `block`'s makespan under any order of it and of its bodies: the
         compute stream runs one op at a time, and an op costed by its bodies takes at least
         their compute floors (times their runs; the largest branch of alternatives); with the
-        copy engine on, copies count on their own stream (the larger of the two sums). Costs
+        copy engines on, each copy queue counts on its own stream (the largest of the sums). Costs
         the ops but simulates nothing."""
         return self._floor(block, set())
 
@@ -358,13 +358,17 @@ class ModuleSimulation:
             return known
         graph, plans, model = self._modelled(block)
         running.add(block)
-        total = copied = 0.0
+        total = 0.0
+        copied: dict[int, float] = {}  # per copy queue
         own_copy_stream = self.options.copy_stream
         for i, is_comm in enumerate(graph.is_comm):
             plan = plans.get(i)
             if plan is None:
-                if own_copy_stream and graph.is_copy[i]:
-                    copied += model[i]
+                queue = graph.copy_queue[i]
+                if graph.is_host_sync[i]:
+                    continue  # no stream, no cost
+                if own_copy_stream and queue:
+                    copied[queue] = copied.get(queue, 0.0) + model[i]
                 else:
                     total += 0.0 if is_comm else model[i]
                 continue
@@ -373,7 +377,7 @@ class ModuleSimulation:
             parts = [self._floor(b, running) * runs for b, runs in plan.parts]
             total += (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
         running.discard(block)
-        total = max(total, copied)
+        total = max(total, max(copied.values(), default=0.0))
         self._floors[block] = total
         return total
 
@@ -429,15 +433,18 @@ def _model_times(
 def simulate_graph(
     graph: DataflowGraph, durations: Sequence[float], options: SimOptions
 ) -> tuple[list[float], Timeline, TimelineSummary]:
-    """Fixed-order evaluation of one graph: (durations, timeline, summary)."""
-    durations = [float(d) for d in durations]
+    """Fixed-order evaluation of one graph: (durations, timeline, summary). A host sync costs
+    nothing, whatever the cost model said (a `.item()` of an `aten.op` has a roofline time)."""
+    syncs = graph.is_host_sync
+    durations = [0.0 if sync else float(d) for d, sync in zip(durations, syncs, strict=True)]
     timeline = evaluate_fixed_order(
         graph,
         durations,
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
         launch_overhead_us=options.launch_overhead_us,
-        copies=graph.is_copy if options.copy_stream else None,
+        copies=graph.copy_queue if options.copy_stream else None,
+        host_syncs=graph.is_host_sync,
     )
     return durations, timeline, summarize(graph, durations, timeline)
 

@@ -44,13 +44,33 @@ them. With L = 0 every formula above is unchanged (times are identical). In the 
 simulation an op whose launch has not ended waits at the head of its queue; the launch's end
 is an event of its own.
 
-**Copy engine** (`copies`, one flag per node: memcpy / memset). GPUs copy memory on
-dedicated copy engines, not on the SMs, so a copy runs alongside a kernel. Given `copies` with
-at least one copy, the copies run in their (launch) order on a stream of their own,
-`Timeline.copy_stream` = k + 1, one at a time, and compute ops no longer wait for them except
-through their dependencies. Copies are not slowed by communication and do not slow compute.
-Without copies (every model our importers and generators build except imported traces) no such
-stream exists and every time is the same as without the feature.
+**Host syncs** (`host_syncs`, one flag per node: `trace.host_sync`, a PyTorch `.item()`). A
+host sync is a zero-cost node (its duration is ignored) on no stream (`Timeline.stream` =
+`HOST_STREAM`, in no chain) and no launch: the host waits there until its producers (the awaited
+GPU ops) end. The host's clock is `h = base + m x L`, m ops launched since the host was last
+released at `base` (without syncs base stays 0 and m is the launch count: the formula above,
+bit for bit). When the host
+reaches a sync whose producers end at `t`, the sync happens at `r = max(h, t)`; if `r > h` the
+host restarts there (`base = r`, m = 0), so the next op launched starts no earlier than r + L,
+the one after r + 2L, ...: the GPU drains while the host refills the queue. With L = 0 the host
+has no clock and a sync is just its edges (it happens when its producers end; times unchanged).
+Fixed-order evaluation: the host reaches the syncs in the given order, each only after the
+previous one (the plain formula in one pass; the event simulation gives the ops after a sync
+the host has not passed no launch time yet, and passes the syncs in order as their producers
+end). List scheduling: the host takes a sync as soon as its producers end (it needs no
+stream), and every op the scheduler starts after that was launched after it. A sync that
+happens at the instant its producers end releases its consumers in the same instant's batch.
+
+**Copy engines** (`copies`, one `CopyQueue` per node: 0 / False no copy, 1 / True the queue of
+the rest (device to device, peer to peer, memset), 2 host to device, 3 device to host). GPUs
+copy memory on dedicated copy engines, one per direction, not on the SMs, so a copy runs
+alongside a kernel and a host-to-device copy alongside a device-to-host one. Each queue that
+some node uses gets a stream of its own, in queue order from `Timeline.copy_stream` = k + 1
+(`Timeline.copy_queues` names them); its copies run there in their (launch) order, one at a
+time, and compute ops no longer wait for them except through their dependencies. Copies are
+not slowed by communication and do not slow compute. Without copies (every model our importers
+and generators build except imported traces) no such stream exists and every time is the same
+as without the feature.
 
 **Launch order** (`Timeline.order`): all ops sorted by start time; at equal start compute
 before communication; then by launch sequence (the order in which the simulator launched
@@ -66,9 +86,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from lancet_mlir.dialects.vocab import CollectiveKind
+from lancet_mlir.dialects.vocab import CollectiveKind, CopyQueue
 from lancet_mlir.graph.core import Graph
-from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, HOST_STREAM, Timeline
 
 
 # ---- input checks ----------------------------------------------------------------------------
@@ -78,7 +98,8 @@ def _check_inputs(
     num_comm_streams: int,
     overlap_slowdown: float,
     launch_overhead_us: float = 0.0,
-    copies: Sequence[bool] | None = None,
+    copies: Sequence[int] | None = None,
+    host_syncs: Sequence[bool] | None = None,
 ) -> int:
     n = len(graph.preds)
     if len(durations) != n:
@@ -86,8 +107,17 @@ def _check_inputs(
     if copies is not None:
         if len(copies) != n:
             raise ValueError(f"{len(copies)} copy flags for a graph of {n} ops")
+        for i, c in enumerate(copies):
+            if int(c) not in _QUEUES:
+                raise ValueError(f"copy queue of node {i} must be a CopyQueue (0..3), got {c}")
         if any(c and m for c, m in zip(copies, graph.is_comm, strict=True)):
             raise ValueError("a collective cannot be a copy")
+    if host_syncs is not None:
+        if len(host_syncs) != n:
+            raise ValueError(f"{len(host_syncs)} host-sync flags for a graph of {n} ops")
+        for i, h in enumerate(host_syncs):
+            if h and (graph.is_comm[i] or (copies is not None and copies[i])):
+                raise ValueError(f"node {i}: a host sync cannot be a collective or a copy")
     for i, d in enumerate(durations):
         if not (d >= 0.0 and math.isfinite(d)):
             raise ValueError(f"duration of node {i} must be finite and >= 0, got {d}")
@@ -98,6 +128,9 @@ def _check_inputs(
     if not (launch_overhead_us >= 0.0 and math.isfinite(launch_overhead_us)):
         raise ValueError(f"launch_overhead_us must be finite and >= 0, got {launch_overhead_us}")
     return n
+
+
+_QUEUES = frozenset(int(q) for q in CopyQueue)
 
 
 def _check_order(order: Sequence[int], n: int) -> list[int]:
@@ -112,6 +145,22 @@ def _check_order(order: Sequence[int], n: int) -> list[int]:
     return order
 
 
+def _copy_streams(copies: Sequence[int] | None, k: int) -> tuple[list[int] | None, tuple[int, ...]]:
+    """(each node's copy stream, -1 for a node that is no copy; the `CopyQueue` of the copy
+    streams k + 1, k + 2, ...): one stream per queue some node uses, in queue order.
+    (None, ()) when no node is a copy (no copy stream)."""
+    if copies is None or not any(copies):
+        return None, ()
+    queues = tuple(sorted({int(c) for c in copies if c}))
+    stream_of = {q: k + 1 + r for r, q in enumerate(queues)}
+    return [stream_of[int(c)] if c else -1 for c in copies], queues
+
+
+def _sync_flags(host_syncs: Sequence[bool] | None) -> list[bool] | None:
+    """The host-sync flags if some node is a host sync, else None."""
+    return [bool(h) for h in host_syncs] if host_syncs is not None and any(host_syncs) else None
+
+
 # ---- fixed-order evaluation ------------------------------------------------------------------
 def evaluate_fixed_order(
     graph: Graph,
@@ -121,29 +170,24 @@ def evaluate_fixed_order(
     overlap_slowdown: float = 1.0,
     order: Sequence[int] | None = None,
     launch_overhead_us: float = 0.0,
-    copies: Sequence[bool] | None = None,
+    copies: Sequence[int] | None = None,
+    host_syncs: Sequence[bool] | None = None,
 ) -> Timeline:
-    """Simulate ops launched in `order` (default: node order = block order); `copies` flags
-    the memcpy / memset nodes that run on the copy engine.
+    """Simulate ops launched in `order` (default: node order = block order); `copies` gives
+    the copy-engine queue of each node (memcpy / memset; a bool list means one queue) and
+    `host_syncs` flags the host syncs.
 
     See the module docstring for the exact semantics. Raises ValueError if the order uses a
     value before its producer ran (not a topological order).
     """
-    n = _check_inputs(
-        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copies
-    )
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
+                      copies, host_syncs)  # fmt: skip
     seq = list(range(n)) if order is None else _check_order(order, n)
-    copy = _copy_flags(copies)
     if overlap_slowdown == 1.0:
-        return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us, copy)
-    return _fixed_order_events(
-        graph, durations, seq, num_comm_streams, overlap_slowdown, launch_overhead_us, copy
-    )
-
-
-def _copy_flags(copies: Sequence[bool] | None) -> list[bool] | None:
-    """The copy flags if some node is a copy, else None (no copy stream)."""
-    return list(copies) if copies is not None and any(copies) else None
+        return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us,
+                                  copies, host_syncs)  # fmt: skip
+    return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown,
+                               launch_overhead_us, copies, host_syncs)  # fmt: skip
 
 
 def _fixed_order_plain(
@@ -152,36 +196,49 @@ def _fixed_order_plain(
     order: list[int],
     k: int,
     overhead: float = 0.0,
-    copy: list[bool] | None = None,
+    copies: Sequence[int] | None = None,
+    host_syncs: Sequence[bool] | None = None,
 ) -> Timeline:
-    """The O(V + E) formula: start = max(stream free, producers' end)."""
+    """The O(V + E) formula: start = max(stream free, producers' end, launch end)."""
     n = len(order)
     preds, is_comm = graph.preds, graph.is_comm
+    copy, queues = _copy_streams(copies, k)
+    sync = _sync_flags(host_syncs)
     start = [0.0] * n
     end = [0.0] * n
     stream = [0] * n
     launch_seq = [0] * n
     placed = [False] * n
-    streams = k + 2 if copy is not None else k + 1
+    streams = k + 1 + len(queues)
     free = [0.0] * streams
     chains: list[list[int]] = [[] for _ in range(streams)]
+    base, launched = 0.0, 0  # the host: `launched` ops since it was released at `base`
     for pos, i in enumerate(order):
-        ready = (pos + 1) * overhead if overhead else 0.0
+        is_sync = sync is not None and sync[i]
+        # a launch ends at the host's clock + L; a sync happens at the host's clock
+        ready = base + (launched + (0 if is_sync else 1)) * overhead if overhead else 0.0
         for p in preds[i]:
             if not placed[p]:
                 raise ValueError(f"order launches node {i} before its producer {p}")
             if end[p] > ready:
                 ready = end[p]
+        launch_seq[i] = pos
+        placed[i] = True
+        if is_sync:
+            if overhead and ready > base + launched * overhead:
+                base, launched = ready, 0  # the host waited: it launches again from here
+            start[i] = end[i] = ready
+            stream[i] = HOST_STREAM
+            continue
+        launched += 1
         if is_comm[i]:
             s = 1 if k == 1 else _earliest_free(free, k)
         else:
-            s = k + 1 if copy is not None and copy[i] else 0
+            s = copy[i] if copy is not None and copy[i] > 0 else 0
         t = free[s] if free[s] > ready else ready
         start[i] = t
         end[i] = free[s] = t + durations[i]
         stream[i] = s
-        launch_seq[i] = pos
-        placed[i] = True
         chains[s].append(i)
     makespan = max(end, default=0.0)
     return Timeline(
@@ -195,6 +252,7 @@ def _fixed_order_plain(
         1.0,
         graph.preds,
         k + 1 if copy is not None else None,
+        queues,
     )
 
 
@@ -210,8 +268,11 @@ class _Engine:
     """Event-driven core shared by the fixed-order evaluator (slowdown) and list scheduler.
 
     Tracks the time, the running compute op (with its predicted end under the current
-    rate), running collectives (a heap of (end, seq, node, stream)), per-node counts of
-    unfinished producers, and the resulting timeline.
+    rate), running collectives and copies (a heap of (end, seq, node, stream), which also
+    holds host syncs that happen later), per-node counts of unfinished producers, the host's
+    clock and the resulting timeline. With `order` (a fixed-order evaluation with launch
+    overhead) the host launches in that order: `launch_at` holds each op's launch end, known
+    up to the next host sync the host has not passed (inf beyond it).
     """
 
     def __init__(
@@ -221,12 +282,12 @@ class _Engine:
         k: int,
         f: float,
         overhead: float = 0.0,
-        launch_at: list[float] | None = None,
-        copy: list[bool] | None = None,
+        order: list[int] | None = None,
+        copies: Sequence[int] | None = None,
+        host_syncs: Sequence[bool] | None = None,
     ):
         n = len(graph.preds)
         self.overhead = overhead
-        self.launch_at = launch_at
         self.timers: list[float] = []
         self.graph = graph
         self.dur = durations
@@ -238,9 +299,10 @@ class _Engine:
         self.stream = [-1] * n
         self.seq = [-1] * n
         self.finished = [False] * n
-        self.copy = copy
-        self.copy_stream = k + 1 if copy is not None else -1  # -1: no copy stream
-        streams = k + 2 if copy is not None else k + 1
+        self.copy, self.queues = _copy_streams(copies, k)
+        """Each node's copy stream (-1: no copy), None without copies; the streams' queues."""
+        self.sync = _sync_flags(host_syncs)
+        streams = k + 1 + len(self.queues)
         self.chains: list[list[int]] = [[] for _ in range(streams)]
         self.t = 0.0
         self.next_seq = 0
@@ -249,9 +311,32 @@ class _Engine:
         self.comp_end = 0.0
         self.comp_factor = 1.0
         self.comm_heap: list[tuple[float, int, int, int]] = []
-        self.comm_busy = [False] * streams  # comm streams and the copy stream
+        self.comm_busy = [False] * streams  # comm streams and the copy streams
         self.free_at = [0.0] * streams
         self.active_comm = 0
+        # the host: `launches` ops launched since it was released at `base` (module doc)
+        self.base = 0.0
+        self.launches = 0
+        self.order = order if overhead else None
+        self.launch_at: list[float] | None = None
+        self.sync_at: list[float] = [math.inf] * n  # when a sync's producers had all ended
+        self.host_pos = 0
+        if self.order is not None:
+            self.launch_at = [math.inf] * n
+            self._advance_host()
+
+    def _advance_host(self) -> None:
+        """Launch times of the ops of `order` from the host's position to the next sync."""
+        order, launch_at, sync = self.order, self.launch_at, self.sync
+        assert order is not None
+        assert launch_at is not None
+        while self.host_pos < len(order):
+            i = order[self.host_pos]
+            if sync is not None and sync[i]:
+                return
+            self.launches += 1
+            launch_at[i] = self.base + self.launches * self.overhead
+            self.host_pos += 1
 
     def idle_comm_stream(self) -> int:
         """The idle comm stream that freed earliest (ties: lowest id), or -1."""
@@ -262,15 +347,19 @@ class _Engine:
         return best
 
     def launched(self, i: int) -> bool:
-        """Whether node `i`'s host launch has ended (else a timer event is set for it)."""
+        """Whether node `i`'s host launch has ended (else a timer event is set for it, unless
+        the host has not reached it yet: then passing a sync brings a later event)."""
         if not self.overhead:
             return True
         ready = (
-            self.launch_at[i] if self.launch_at is not None else (self.next_seq + 1) * self.overhead
+            self.launch_at[i]
+            if self.launch_at is not None
+            else self.base + (self.launches + 1) * self.overhead
         )
         if ready <= self.t:
             return True
-        heapq.heappush(self.timers, ready)
+        if ready < math.inf:
+            heapq.heappush(self.timers, ready)
         return False
 
     def launch(self, i: int, s: int) -> None:
@@ -280,6 +369,8 @@ class _Engine:
         self.stream[i] = s
         self.seq[i] = self.next_seq
         self.next_seq += 1
+        if self.launch_at is None:
+            self.launches += 1
         self.chains[s].append(i)
         if s == COMPUTE_STREAM:
             self.comp_node = i
@@ -287,9 +378,53 @@ class _Engine:
             self.comp_end = t + self.dur[i] * self.comp_factor
             return
         self.comm_busy[s] = True
-        if s != self.copy_stream:
+        if s <= self.k:  # a copy stream's copies are no communication
             self.active_comm += 1
         heapq.heappush(self.comm_heap, (t + self.dur[i], self.seq[i], i, s))
+
+    def sync_ready(self, i: int, t: float) -> list[int]:
+        """Host sync `i`'s producers have all ended (at `t`, now). Returns the syncs that
+        happen now (`i`, and in a fixed order the later syncs the host passes with it); a sync
+        that happens later is an event. See the module docstring "Host syncs"."""
+        overhead = self.overhead
+        if not overhead:
+            return [i] if self._sync_at(i, t) else []
+        if self.order is None:  # list scheduling: the host takes the sync now
+            return [i] if self._pass_sync(i, t) else []
+        self.sync_at[i] = t
+        now: list[int] = []
+        while self.host_pos < len(self.order):
+            j = self.order[self.host_pos]
+            if self.sync_at[j] == math.inf:
+                break  # the host waits at a sync whose producers still run
+            self.host_pos += 1
+            if self._pass_sync(j, self.sync_at[j]):
+                now.append(j)
+            self._advance_host()
+        return now
+
+    def _pass_sync(self, i: int, t: float) -> bool:
+        """The host reaches sync `i` whose producers ended at `t`: it happens at max(host
+        clock, t), where the host restarts. True if that is now."""
+        host = self.base + self.launches * self.overhead
+        if t > host:
+            self.base, self.launches = t, 0
+            host = t
+        return self._sync_at(i, host)
+
+    def _sync_at(self, i: int, at: float) -> bool:
+        """Sync `i` happens at `at` (>= now): now (True) or by an event (False)."""
+        self.start[i] = at
+        self.stream[i] = HOST_STREAM
+        self.seq[i] = self.next_seq
+        self.next_seq += 1
+        if at <= self.t:
+            self.end[i] = at
+            self.finished[i] = True
+            self.done += 1
+            return True
+        heapq.heappush(self.comm_heap, (at, self.seq[i], i, HOST_STREAM))
+        return False
 
     def update_rate(self) -> None:
         """Re-predict the running compute op's end after communication started or stopped."""
@@ -337,10 +472,10 @@ class _Engine:
             self.done += 1
             if s == COMPUTE_STREAM:
                 self.comp_node = -1
-            else:
+            elif s != HOST_STREAM:
                 self.comm_busy[s] = False
                 self.free_at[s] = t
-                if s != self.copy_stream:
+                if s <= self.k:
                     self.active_comm -= 1
             out.append(i)
         return out
@@ -364,7 +499,8 @@ class _Engine:
             self.k,
             self.f,
             self.graph.preds,
-            self.copy_stream if self.copy_stream > 0 else None,
+            self.k + 1 if self.copy is not None else None,
+            self.queues,
         )
 
 
@@ -376,13 +512,30 @@ class _Policy(Protocol):
     def release(self) -> bool: ...
 
 
+def _hand_on(engine: _Engine, policy: _Policy, nodes: list[int], t: float) -> None:
+    """Nodes whose producers have all ended (at `t`): ops go to the policy, host syncs to the
+    engine; the consumers of a sync that happens at once become ready in turn."""
+    succs, waiting, sync = engine.graph.succs, engine.waiting, engine.sync
+    work = list(nodes)
+    k = 0
+    while k < len(work):
+        i = work[k]
+        k += 1
+        if sync is None or not sync[i]:
+            policy.on_ready(i, t)
+            continue
+        for j in engine.sync_ready(i, t):
+            for s in succs[j]:
+                waiting[s] -= 1
+                if waiting[s] == 0:
+                    work.append(s)
+
+
 def _run(engine: _Engine, policy: _Policy) -> Timeline:
     """The event loop: fetch work for idle streams, advance to the next event, repeat."""
     succs = engine.graph.succs
     waiting = engine.waiting
-    for i, w in enumerate(waiting):
-        if w == 0:
-            policy.on_ready(i, 0.0)
+    _hand_on(engine, policy, [i for i, w in enumerate(waiting) if w == 0], 0.0)
     policy.fetch(engine)
     engine.update_rate()
     while True:
@@ -391,27 +544,33 @@ def _run(engine: _Engine, policy: _Policy) -> Timeline:
             if not policy.release():
                 break
         else:
-            t = engine.t
+            ready: list[int] = []
             for i in finished:
                 for s in succs[i]:
                     waiting[s] -= 1
                     if waiting[s] == 0:
-                        policy.on_ready(s, t)
+                        ready.append(s)
+            _hand_on(engine, policy, ready, engine.t)
         policy.fetch(engine)
         engine.update_rate()
     return engine.timeline()
 
 
 class _FixedOrderPolicy:
-    """Launch compute ops and collectives in the given order (one in-order queue each)."""
+    """Launch compute ops, collectives and each queue's copies in the given order (one
+    in-order queue each); host syncs are the engine's."""
 
     def __init__(self, engine: _Engine, order: list[int]):
         is_comm = engine.graph.is_comm
-        copy = engine.copy or [False] * len(order)
-        self.comp = [i for i in order if not is_comm[i] and not copy[i]]
+        copy = engine.copy or [-1] * len(order)
+        sync = engine.sync or [False] * len(order)
+        self.comp = [i for i in order if not is_comm[i] and copy[i] < 0 and not sync[i]]
         self.comm = [i for i in order if is_comm[i]]
-        self.copies = [i for i in order if copy[i]]
-        self.next_copy = 0
+        self.copies: list[list[int]] = [[] for _ in engine.queues]
+        for i in order:
+            if copy[i] > 0:
+                self.copies[copy[i] - engine.k - 1].append(i)
+        self.next_copy = [0] * len(self.copies)
         self.next_comp = 0
         self.next_comm = 0
         self.assigned = [-1] * (engine.k + 1)  # collective queued or running on stream s
@@ -430,12 +589,13 @@ class _FixedOrderPolicy:
             if e.waiting[i] == 0 and e.launched(i):
                 e.launch(i, COMPUTE_STREAM)
                 self.next_comp += 1
-        cs = e.copy_stream
-        if cs > 0 and not e.comm_busy[cs] and self.next_copy < len(self.copies):
-            i = self.copies[self.next_copy]
-            if e.waiting[i] == 0 and e.launched(i):
-                e.launch(i, cs)
-                self.next_copy += 1
+        for q, queue in enumerate(self.copies):
+            cs = e.k + 1 + q
+            if not e.comm_busy[cs] and self.next_copy[q] < len(queue):
+                i = queue[self.next_copy[q]]
+                if e.waiting[i] == 0 and e.launched(i):
+                    e.launch(i, cs)
+                    self.next_copy[q] += 1
         assigned = self.assigned
         for s in range(1, e.k + 1):
             if assigned[s] >= 0 and e.finished[assigned[s]]:
@@ -472,14 +632,10 @@ def _fixed_order_events(
     k: int,
     f: float,
     overhead: float = 0.0,
-    copy: list[bool] | None = None,
+    copies: Sequence[int] | None = None,
+    host_syncs: Sequence[bool] | None = None,
 ) -> Timeline:
-    launch_at = None
-    if overhead:
-        launch_at = [0.0] * len(order)
-        for pos, i in enumerate(order):
-            launch_at[i] = (pos + 1) * overhead
-    engine = _Engine(graph, durations, k, f, overhead, launch_at, copy)
+    engine = _Engine(graph, durations, k, f, overhead, order, copies, host_syncs)
     return _run(engine, _FixedOrderPolicy(engine, order))
 
 
@@ -492,16 +648,20 @@ class _ListPolicy:
         is_comm: list[bool],
         priorities: Sequence[float],
         delayed: list[bool],
-        copy: list[bool] | None = None,
+        engine: _Engine,
     ):
         self.is_comm = is_comm
         self.priorities = priorities
         self.delayed = delayed
-        # queue of each node: 0 compute, 1 comm, 2 copy
+        # queue of each node: 0 compute, 1 comm, 2 + q the copy stream k + 1 + q
+        copy, k = engine.copy, engine.k
         self.queue = [
-            1 if c else 2 if copy is not None and copy[i] else 0 for i, c in enumerate(is_comm)
+            1 if c else copy[i] - k + 1 if copy is not None and copy[i] > 0 else 0
+            for i, c in enumerate(is_comm)
         ]
-        self.ready: tuple[list[tuple[float, float, int]], ...] = ([], [], [])
+        self.ready: tuple[list[tuple[float, float, int]], ...] = tuple(
+            [] for _ in range(2 + len(engine.queues))
+        )
         self.held: list[tuple[float, float, int]] = []
         self.released = not any(delayed)
 
@@ -525,12 +685,13 @@ class _ListPolicy:
 
     def fetch(self, e: _Engine) -> None:
         """Start the best ready op on each idle stream."""
-        comp_q, comm_q, copy_q = self.ready
+        comp_q, comm_q = self.ready[0], self.ready[1]
         if e.comp_node < 0 and comp_q and e.launched(comp_q[0][2]):
             e.launch(heapq.heappop(comp_q)[2], COMPUTE_STREAM)
-        cs = e.copy_stream
-        if copy_q and not e.comm_busy[cs] and e.launched(copy_q[0][2]):
-            e.launch(heapq.heappop(copy_q)[2], cs)
+        for q, copy_q in enumerate(self.ready[2:]):
+            cs = e.k + 1 + q
+            if copy_q and not e.comm_busy[cs] and e.launched(copy_q[0][2]):
+                e.launch(heapq.heappop(copy_q)[2], cs)
         while comm_q:
             s = e.idle_comm_stream()
             if s < 0 or not e.launched(comm_q[0][2]):
@@ -557,18 +718,18 @@ def list_schedule(
     num_comm_streams: int = 1,
     overlap_slowdown: float = 1.0,
     launch_overhead_us: float = 0.0,
-    copies: Sequence[bool] | None = None,
+    copies: Sequence[int] | None = None,
+    host_syncs: Sequence[bool] | None = None,
 ) -> Timeline:
     """Lancet's list scheduler (lancet-algorithms.md §5.1), deterministic.
 
     `priorities` (default all equal): larger runs first. `delayed` (default
-    `weight_update_first(graph)`): held back until nothing else can run. `copies`: the
-    memcpy / memset nodes, run on the copy engine (module doc). Raises ValueError if the graph
-    has a cycle.
+    `weight_update_first(graph)`): held back until nothing else can run. `copies`: each
+    node's copy-engine queue (memcpy / memset; module doc), `host_syncs`: the host syncs.
+    Raises ValueError if the graph has a cycle.
     """
-    n = _check_inputs(
-        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copies
-    )
+    n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
+                      copies, host_syncs)  # fmt: skip
     prio = [0.0] * n if priorities is None else list(priorities)
     if len(prio) != n:
         raise ValueError(f"{len(prio)} priorities for a graph of {n} ops")
@@ -577,11 +738,9 @@ def list_schedule(
         if not 0 <= i < n:
             raise ValueError(f"delayed node {i} out of range")
         held[i] = True
-    copy = _copy_flags(copies)
-    engine = _Engine(
-        graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us, copy=copy
-    )
-    return _run(engine, _ListPolicy(graph.is_comm, prio, held, copy))
+    engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
+                     copies=copies, host_syncs=host_syncs)  # fmt: skip
+    return _run(engine, _ListPolicy(graph.is_comm, prio, held, engine))
 
 
 # ---- analysis ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from lancet_mlir.dialects.collectives import COLLECTIVES
 from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import collective_kind
-from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
+from lancet_mlir.sim.model import Timeline
 from lancet_mlir.support.errors import ParameterError
 from lancet_mlir.support.files import atomic_path
 
@@ -139,9 +139,7 @@ def _bounds(blocks: Sequence[GanttBlock], window: Window | None) -> tuple[float,
 
 
 def _stream_label(timeline: Timeline, s: int) -> str:
-    if s == timeline.copy_stream:
-        return "copy"
-    return "compute" if s == COMPUTE_STREAM else f"comm {s}"
+    return timeline.stream_label(s)
 
 
 def gantt_figure(blocks: Sequence[GanttBlock], title: str, window: Window | None = None) -> Figure:

@@ -50,10 +50,12 @@ def _incoming(preds: list[int], chain_prev: int) -> list[int]:
 
 
 def busy_time(timeline: Timeline) -> list[float]:
-    """Busy µs per stream (index 0 compute, 1..k comm, k + 1 the copy engine if any)."""
+    """Busy µs per stream (index 0 compute, 1..k comm, k + 1.. the copy engines if any; host
+    syncs take no stream)."""
     busy = [0.0] * len(timeline.chains)
     for s, a, b in zip(timeline.stream, timeline.start, timeline.end, strict=True):
-        busy[s] += b - a
+        if s >= 0:
+            busy[s] += b - a
     return busy
 
 
@@ -121,22 +123,26 @@ def lower_bound_us(
     graph: Graph,
     durations: Sequence[float],
     num_comm_streams: int = 1,
-    copies: Sequence[bool] | None = None,
+    copies: Sequence[int] | None = None,
 ) -> float:
     """max(total compute, total comm / k, longest data path): no schedule is faster. With
-    `copies` (the ops on the copy engine), compute excludes them and their total is a term
-    of its own."""
-    copy = list(copies) if copies is not None else [False] * len(durations)
-    compute = copied = comm = 0.0
+    `copies` (each op's `CopyQueue`, 0 / False for no copy; True is a copy of the queue of the
+    rest), compute excludes the copies and each copy queue's total is a term of its own."""
+    copy = list(copies) if copies is not None else [0] * len(durations)
+    compute = comm = 0.0
+    copied: dict[int, float] = {}
     for d, c, cp in zip(durations, graph.is_comm, copy, strict=True):
         if c:
             comm += d
         elif cp:
-            copied += d
+            copied[int(cp)] = copied.get(int(cp), 0.0) + d
         else:
             compute += d
     return max(
-        compute, copied, comm / num_comm_streams, float(longest_data_path_us(graph, durations))
+        compute,
+        max(copied.values(), default=0.0),
+        comm / num_comm_streams,
+        float(longest_data_path_us(graph, durations)),
     )
 
 
@@ -186,7 +192,7 @@ def summarize(graph: Graph, durations: Sequence[float], timeline: Timeline) -> T
             graph,
             durations,
             timeline.num_comm_streams,
-            getattr(graph, "is_copy", None) if timeline.copy_stream is not None else None,
+            getattr(graph, "copy_queue", None) if timeline.copy_stream is not None else None,
         ),
         num_ops=len(timeline),
         num_collectives=sum(1 for c in graph.is_comm if c),

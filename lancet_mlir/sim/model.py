@@ -3,7 +3,8 @@ must provide is `graph.core.Graph` (`DataflowGraph` and the plain `graph.core.Pr
 
 Streams: stream 0 is the compute stream (`COMPUTE_STREAM`); collectives run on the
 communication streams 1..k; memcpy / memset ops, where a block has them, on the copy-engine
-stream k + 1 (`Timeline.copy_stream`). **Launch order** (`Timeline.order`): all ops sorted by start time;
+streams k + 1.. (`Timeline.copy_stream`, one per copy queue used: `Timeline.copy_queues`); a
+host sync runs on no stream (`HOST_STREAM`). **Launch order** (`Timeline.order`): all ops sorted by start time;
 at equal start compute before communication; then by launch sequence (the order in which the
 simulator launched them; for a fixed-order evaluation, the block order). A zero-duration
 collective and its compute consumer can start at the same instant: then the producer still
@@ -16,18 +17,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import topological_order
 
 COMPUTE_STREAM = 0
 """Stream id of the compute stream; communication streams are 1..k."""
+HOST_STREAM = -1
+"""`Timeline.stream` of a host sync: it takes no GPU stream and is in no chain."""
 
 
 @dataclass
 class Timeline:
     """The simulated execution of one block.
 
-    Lists are indexed by node: `start`/`end` in µs, `stream` (0 compute, 1..k comm) and
-    `launch_seq` (the order in which the simulator launched the ops). `chains[s]` is the
+    Lists are indexed by node: `start`/`end` in µs, `stream` (0 compute, 1..k comm, k + 1..
+    the copy engines, `HOST_STREAM` for a host sync) and `launch_seq` (the order in which the simulator launched the ops). `chains[s]` is the
     launch order on stream s. `order` is the total launch order (see the module docstring).
     """
 
@@ -41,8 +45,19 @@ class Timeline:
     overlap_slowdown: float = 1.0
     preds: list[list[int]] = field(default_factory=list, repr=False, compare=False)
     copy_stream: int | None = None
-    """Stream id of the copy engine (k + 1) when the block has memcpy / memset ops on it
-    (sim/engine.py "Copy engine"), else None: then `chains` has k + 1 entries."""
+    """Stream id of the first copy engine (k + 1) when the block has memcpy / memset ops
+    (sim/engine.py "Copy engines"), else None: then `chains` has k + 1 entries."""
+    copy_queues: tuple[int, ...] = ()
+    """The `CopyQueue` of each copy stream k + 1, k + 2, ... (one per queue the block uses)."""
+
+    def stream_label(self, s: int) -> str:
+        """Display name of stream `s`: "compute", "comm <k>", "copy", "copy HtoD", ..."""
+        if self.copy_stream is not None and s >= self.copy_stream:
+            queues = self.copy_queues or (CopyQueue.OTHER,)
+            return CopyQueue(queues[s - self.copy_stream]).label
+        if s == HOST_STREAM:
+            return "host"
+        return "compute" if s == COMPUTE_STREAM else f"comm {s}"
 
     def __len__(self) -> int:
         return len(self.start)

@@ -32,8 +32,9 @@ class SimOptions:
     launch_overhead_us: float = 0.0
     """Host time per op launch (sim/engine.py "Launch overhead"); 0 = today's behaviour."""
     copy_stream: bool = True
-    """Memcpy / memset ops run on a copy-engine stream of their own (sim/engine.py "Copy
-    engine"). Only imported traces have such ops, so the default changes no other model."""
+    """Memcpy / memset ops run on copy-engine streams of their own, one per direction
+    (sim/engine.py "Copy engines"). Only imported traces have such ops, so the default changes
+    no other model."""
 
     def __post_init__(self) -> None:
         if self.num_comm_streams < 1:

@@ -20,7 +20,7 @@ from lancet_mlir.graph.core import Graph
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.sim.gantt import GanttBlock, Window, gantt_figure, op_categories, save_figure
-from lancet_mlir.sim.model import COMPUTE_STREAM, Timeline
+from lancet_mlir.sim.model import COMPUTE_STREAM, HOST_STREAM, Timeline
 
 
 def stream_name(stream: int, copy_stream: int | None = None) -> str:
@@ -84,7 +84,7 @@ def chrome_trace(
             }
         )
     for s in range(len(timeline.chains)):
-        events.append(_meta("thread_name", pid, s, stream_name(s, timeline.copy_stream)))
+        events.append(_meta("thread_name", pid, s, timeline.stream_label(s)))
         events.append(
             {
                 "name": "thread_sort_index",
@@ -95,7 +95,7 @@ def chrome_trace(
             }
         )
     for i in timeline.order:
-        if durations[i] <= 0:
+        if durations[i] <= 0 or timeline.stream[i] == HOST_STREAM:  # a host sync takes no time
             continue
         args: dict = {"node": i, "stream": timeline.stream[i]}
         if keys is not None:

@@ -196,7 +196,7 @@ def _report(args: argparse.Namespace) -> dict:
 
 def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> dict:
     """Run `spec` on the step's data-dependency module. The time it saves, as our simulator rates
-    the block order (one compute, one comm and one copy-engine stream, no host), comes off the
+    the block order (one compute, one comm and one stream per copy queue, no launch cost), comes off the
     replayed period: an upper bound on the gain of a host-paced step, whose GPU has slack."""
     from xdsl.context import Context
     from xdsl.passes import PassPipeline

@@ -1,5 +1,6 @@
-"""The copy-engine stream of the general simulator (sim/engine.py "Copy engine"): memcpy /
-memset ops overlap kernels; hand-computed makespans on every engine path and on IR."""
+"""The copy-engine streams of the general simulator (sim/engine.py "Copy engines"): memcpy /
+memset ops overlap kernels, and copies of opposite directions overlap each other;
+hand-computed makespans on every engine path and on IR."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from helpers import parse
 from xdsl.dialects.builtin import IntegerAttr
 
 from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.sim.blocks import simulate_module
 from lancet_mlir.sim.engine import evaluate_fixed_order, list_schedule
@@ -138,8 +140,9 @@ func.func @step() {
 @pytest.mark.parametrize(
     ("options", "makespan", "streams"),
     [
-        # gemm 0-10, memcpy 0-8 (copy engine), relu 10-15, memset after both 15-17
-        (SimOptions(), 17.0, [0, 2, 0, 2]),
+        # gemm 0-10, memcpy 0-8 (the HtoD engine), relu 10-15, memset after both 15-17 (the
+        # queue of the rest): one stream per queue used, in queue order (rest 2, HtoD 3)
+        (SimOptions(), 17.0, [0, 3, 0, 2]),
         # without the copy engine: 10 + 8 + 5 + 2 in order on the compute stream
         (SimOptions(copy_stream=False), 25.0, [0, 0, 0, 0]),
     ],
@@ -203,3 +206,80 @@ def test_a_collective_tagged_as_a_copy_stays_a_collective() -> None:
     )
     ops = [op for op in module.walk() if op.name in ("comp.gelu", "comm.allreduce")]
     assert [is_copy(op) for op in ops] == [True, False]
+
+
+# ---- one copy queue per direction ----------------------------------------------------------
+# a DtoH copy (20 us) launched before an independent HtoD copy (8 us)
+OPPOSITE = _problem([[], []], [None, None], [20.0, 8.0])
+DIRECTIONS = [CopyQueue.DTOH, CopyQueue.HTOD]
+
+
+def test_copies_of_opposite_directions_run_in_parallel() -> None:
+    # an outside review: the HtoD copy waited behind the DtoH one, 28 us instead of 20
+    for tl in (
+        evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=DIRECTIONS),
+        evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=DIRECTIONS, overlap_slowdown=2.0),
+        list_schedule(OPPOSITE, OPPOSITE.durations, copies=DIRECTIONS, delayed=[]),
+    ):
+        assert (tl.start, tl.end) == ([0.0, 0.0], [20.0, 8.0])
+        # one stream per queue used, in queue order: HtoD k + 1 = 2, DtoH 3
+        assert tl.stream == [3, 2]
+        assert (tl.copy_stream, tl.copy_queues) == (2, (CopyQueue.HTOD, CopyQueue.DTOH))
+        assert [tl.stream_label(s) for s in range(4)] == [
+            "compute", "comm 1", "copy HtoD", "copy DtoH"
+        ]  # fmt: skip
+        assert tl.makespan_us == 20.0
+    # one queue for both (a bool list): 0-20, then 20-28
+    one = evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=[True, True])
+    assert one.end == [20.0, 28.0]
+    assert lower_bound_us(OPPOSITE, OPPOSITE.durations, 1, DIRECTIONS) == 20.0
+    assert lower_bound_us(OPPOSITE, OPPOSITE.durations, 1, [True, True]) == 28.0
+
+
+def test_copies_of_one_direction_serialise() -> None:
+    same = [CopyQueue.HTOD, CopyQueue.HTOD]
+    for tl in (
+        evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=same),
+        evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=same, overlap_slowdown=2.0),
+        list_schedule(OPPOSITE, OPPOSITE.durations, copies=same, delayed=[], priorities=[1, 0]),
+    ):
+        assert (tl.start, tl.end) == ([0.0, 20.0], [20.0, 28.0])
+        assert tl.stream == [2, 2]
+        assert tl.copy_queues == (CopyQueue.HTOD,)
+
+
+def test_bad_copy_queue_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match=r"copy queue of node 1 must be a CopyQueue \(0..3\), got 7"
+    ):
+        evaluate_fixed_order(OPPOSITE, OPPOSITE.durations, copies=[1, 7])
+
+
+DIRECTED = """
+func.func @step() {
+  %d = trace.kernel {name = "Memcpy DtoH (Device -> Pinned)", lancet.time_us = 20.0 : f64, lancet.trace_kind = "memcpy"} : () -> !trace.token
+  %h = trace.kernel {name = "Memcpy HtoD (Pageable -> Device)", lancet.time_us = 8.0 : f64, lancet.trace_kind = "memcpy"} : () -> !trace.token
+  %p = trace.kernel {name = "Memcpy DtoD (Device -> Device)", lancet.time_us = 3.0 : f64, lancet.trace_kind = "memcpy"} : () -> !trace.token
+  %z = trace.kernel {name = "Memset (Device)", lancet.time_us = 2.0 : f64, lancet.trace_kind = "memset"} : () -> !trace.token
+  func.return
+}
+"""
+
+
+def test_imported_copies_take_the_queue_of_their_direction() -> None:
+    from lancet_mlir.sim.trace import chrome_trace
+
+    module = parse(DIRECTED)
+    (result,) = simulate_module(module, CostModel.from_config(CostConfig()), SimOptions())
+    graph, tl = result.graph, result.timeline
+    assert graph.copy_queue == [CopyQueue.DTOH, CopyQueue.HTOD, CopyQueue.OTHER, CopyQueue.OTHER]
+    # DtoH 0-20, HtoD 0-8, DtoD 0-3 then memset 3-5 on the queue of the rest
+    assert (tl.start, tl.end) == ([0.0, 0.0, 0.0, 3.0], [20.0, 8.0, 3.0, 5.0])
+    assert tl.stream == [4, 3, 2, 2]
+    assert result.summary.makespan_us == 20.0
+    assert result.summary.lower_bound_us == 20.0
+    doc = chrome_trace(graph, result.durations, tl)
+    threads = {
+        e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"
+    }
+    assert threads == {0: "compute", 1: "comm 1", 2: "copy", 3: "copy HtoD", 4: "copy DtoH"}

@@ -36,6 +36,13 @@ def is_view(node: Node) -> bool:
     return packet is not None and packet.__name__ in _VIEW_LIKE
 
 
+def is_host_read(node: Node) -> bool:
+    """True for `aten._local_scalar_dense` (what `.item()` traces to): the host reads a GPU
+    value, so it waits for the GPU work producing it (a host sync)."""
+    packet = _packet(node.target)
+    return packet is not None and packet.__name__ == "_local_scalar_dense"
+
+
 def _meta(arg: Any) -> Any:
     if isinstance(arg, Node):
         return arg.meta.get("val")

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 
 from torch.fx import GraphModule, Node
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    f64,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from lancet_mlir import attrs
@@ -21,7 +29,7 @@ from lancet_mlir.importers.torch.collectives import (
     is_collective,
     is_wait,
 )
-from lancet_mlir.importers.torch.costs import node_bytes, node_flops
+from lancet_mlir.importers.torch.costs import is_host_read, node_bytes, node_flops
 from lancet_mlir.importers.torch.kernels import kernel_op
 from lancet_mlir.importers.torch.roles import infer_roles
 from lancet_mlir.importers.torch.values import flat_values, value_type
@@ -158,6 +166,8 @@ def _compute_op(
         return AtenOp("get_attr", [], types, annotations)
     annotations[attrs.FLOPS] = FloatAttr(node_flops(node), f64)
     annotations[attrs.BYTES] = FloatAttr(node_bytes(node), f64)
+    if is_host_read(node):  # `.item()`: the host waits for it (sim/engine.py "Host syncs")
+        annotations[attrs.HOST_SYNC] = UnitAttr()
     matched = kernel_op(node, values, types, annotations)
     if matched is not None:
         return matched

@@ -3,7 +3,7 @@
 * `kineto`: the Chrome-trace JSON reader (`RawTrace`, both schemas);
 * `step`: one step of one rank as a replayable graph with inferred dependencies (`StepTrace`);
 * `report`: replay against the measurement, multi-rank rendezvous, what-ifs;
-* `build`: the IR (`trace.kernel` / `comm` ops with measured times, token edges);
+* `build`: the IR (`trace.kernel` / `comm` ops with measured times, `trace.host_sync` ops, token edges);
 * `nccl`: what an NCCL kernel does (kind, bytes, group).
 
 `load_steps` is the entry point: paths in, one `StepTrace` per rank out. Formats and facts:

@@ -7,11 +7,13 @@ kernels the launching ATen op and its input shapes when the trace has them. NCCL
 four collective kinds become `comm` ops on an i8 payload of the collective's bytes (behind a
 `trace.payload` that joins their dependencies); other NCCL kernels stay `trace.kernel` with
 `lancet.trace_comm`. Dependencies are SSA edges: the previous op of the stream, event waits,
-data dependencies, and for a host sync the awaited ops feed the next op of every stream.
+data dependencies, and host syncs: a `trace.host_sync` of the awaited ops at the sync's place
+in launch order (where the host call returns), whose token feeds the next op of every stream.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 
@@ -37,7 +39,7 @@ from lancet_mlir.dialects.comm import (
     GroupsAttr,
     ReduceScatterOp,
 )
-from lancet_mlir.dialects.trace import KernelOp, PayloadOp, TokenType
+from lancet_mlir.dialects.trace import HostSyncOp, KernelOp, PayloadOp, TokenType
 from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.importers.traces.nccl import COMM_DIALECT_KINDS
 from lancet_mlir.importers.traces.step import StepTrace
@@ -79,34 +81,56 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
     g = st.graph
     ops, info = g.ops, st.info
     order = sorted(range(len(ops)), key=lambda j: (info[j].launch_ts, ops[j].ts, j))
-    # extra dependencies from host syncs: the awaited ops feed the next op of every stream
-    extra: dict[int, list[int]] = {}
+    # host syncs: a `trace.host_sync` on the awaited ops where the host returns from the
+    # call, before the first op launched from then on; its token feeds the next op of every
+    # stream (the ops launched after it: the simulator holds the host there)
     sync_points = sorted((c.ts + c.dur, c.waits) for c in g.calls if c.waits)
+    syncs_before: dict[int, list[int]] = {}  # op -> the syncs placed just before it
+    fed: dict[int, list[int]] = {}  # op -> the syncs whose token it takes
+    trailing: list[int] = []  # syncs after the last launch
     if sync_points:
         by_stream: dict[int, list[int]] = {}
         for j in order:
             by_stream.setdefault(ops[j].stream, []).append(j)
-        for t, waits in sync_points:
+        launch_times = [info[j].launch_ts for j in order]
+        for k, (t, _) in enumerate(sync_points):
+            pos = bisect.bisect_left(launch_times, t)
+            (syncs_before.setdefault(order[pos], []) if pos < len(order) else trailing).append(k)
             for js in by_stream.values():
                 nxt = next((j for j in js if info[j].launch_ts >= t), None)
                 if nxt is not None:
-                    extra.setdefault(nxt, []).extend(w for w in waits if w != nxt)
+                    fed.setdefault(nxt, []).append(k)
     block = Block()
     value: dict[int, SSAValue] = {}
+    sync_value: dict[int, SSAValue] = {}
     last: dict[int, int] = {}
     inv_stream = {k: s for s, k in st.stream_index.items()}
     token = TokenType()
+
+    def add_syncs(ks: list[int]) -> None:
+        for k in ks:
+            awaited = [value[w] for w in sync_points[k][1] if w in value]
+            if not awaited:
+                continue  # it awaits nothing this window launched before it
+            sync = HostSyncOp.create(
+                operands=awaited, result_types=[token], attributes={attrs.TIME_US: _f(0.0)}
+            )
+            block.add_op(sync)
+            sync_value[k] = sync.results[0]
+
     for j in order:
+        add_syncs(syncs_before.get(j, []))
         o, inf = ops[j], info[j]
         deps: list[int] = []
         prev = last.get(o.stream)
         if prev is not None and not data_only:
             deps.append(prev)
-        for d in [*o.deps, *extra.get(j, [])]:
+        for d in o.deps:
             if d in value and d not in deps:
                 deps.append(d)
         last[o.stream] = j
         operands = [value[d] for d in deps if d in value]
+        operands += [sync_value[k] for k in fed.get(j, []) if k in sync_value]
         props: dict[str, Attribute] = {
             attrs.TIME_US: _f(o.dur),
             "lancet.trace_stream": IntegerAttr(inv_stream.get(o.stream, o.stream), i64),
@@ -149,6 +173,7 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
         op = KernelOp.create(operands=operands, result_types=[token], attributes=props)
         block.add_op(op)
         value[j] = op.results[0]
+    add_syncs(trailing)
     block.add_op(ReturnOp())
     func = FuncOp(f"rank{st.rank}", ((), ()), Region(block))
     func.attributes.update(
