@@ -57,6 +57,7 @@ __all__ = [
     "mark_in_place",
     "placement_ok",
     "slice_offsets",
+    "writer_claimed",
     "writer_of",
 ]
 
@@ -85,7 +86,7 @@ def writer_of(v: SSAValue) -> tuple[Operation, list[SSAValue]] | None:
     return (owner, chain) if kernel_of(owner) is not None else None
 
 
-def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp) -> bool:
+def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp | None) -> bool:
     """True when the writer's result (`chain[-1]`) or any `comp.reshape` view of it, however
     deep, is an input of an in-place concat other than `op`: the writer would have to write
     into two buffers. Views are followed down from the writer, not only along `chain`, so
@@ -104,6 +105,16 @@ def _claimed_elsewhere(chain: list[SSAValue], op: ConcatOp) -> bool:
             elif other is not op and isinstance(other, ConcatOp) and _marked(other):
                 return True
     return False
+
+
+def writer_claimed(v: SSAValue) -> tuple[Operation, bool] | None:
+    """The writer of `v` (`writer_of`) and whether its result, or a view of it, is already an
+    input of an in-place concat; None when `v` has no writer. This is what the in-place
+    decision of a concat of `v` (or of views of it) reads beyond the concat's own inputs."""
+    found = writer_of(v)
+    if found is None:
+        return None
+    return found[0], _claimed_elsewhere(found[1], None)
 
 
 def _marked(op: ConcatOp | AddOp) -> bool:

@@ -10,6 +10,10 @@ parts), exactly as if the earlier region had been applied first, since the pairs
 ranges are disjoint. `CapacityPlan.layout` is the block the plan gives (`layout.Layout`,
 `layout.planned_graph`), so the pass simulates it before the IR changes and then applies it
 (`layout.apply_layout`) or discards it: the IR is built once, never cloned and restored.
+
+A block of repeated layers asks the same question once per layer: a pair whose layer has the
+key of an earlier pair's (`layer_key`: everything the choice reads, without the offset) takes
+that choice at its own nodes instead of searching again; its region is built as any other.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from lancet_mlir.partition.base import PartitionError, node_name
 from lancet_mlir.partition.dp import best_ranges
 from lancet_mlir.partition.estimate import estimate_range
 from lancet_mlir.partition.expert_span import all_to_all_pairs
+from lancet_mlir.partition.layer_key import (
+    LayerKey,
+    LayerMemo,
+    MemoStats,
+    canonical_solution,
+    placed_solution,
+)
 from lancet_mlir.partition.layout import Layout, layout, planned_graph
 from lancet_mlir.partition.region import (
     Available,
@@ -203,17 +214,26 @@ class CapacityPlan:
 
 
 def plan_capacity_block(
-    graph: DataflowGraph, time_of: OpCost, search: CapacitySearch
+    graph: DataflowGraph,
+    time_of: OpCost,
+    search: CapacitySearch,
+    memo: bool = True,
+    stats: MemoStats | None = None,
 ) -> CapacityPlan:
     """The region chosen for every all-to-all pair of the block of `graph` (module doc),
     in program order. A pair whose MoE layer meets an earlier chosen range in program order
     (an interleaved input order) is left whole, or with `search.parts` raises
-    ForcedPartsError; so does a forced count that does not fit."""
+    ForcedPartsError; so does a forced count that does not fit.
+
+    `memo`: a pair whose layer is the same problem as an earlier pair's (`layer_key`) takes
+    that pair's choice at its own offset instead of searching again (the same plan; False
+    searches every pair); `stats` counts what the memo did."""
     plan = CapacityPlan(graph)
     available: Available = {}
+    choices: LayerMemo[Choice] = LayerMemo(memo, stats)  # this block's planning only
     try:
         for entry, exit_ in all_to_all_pairs(graph):
-            _plan_pair(plan, entry, exit_, time_of, available, search)
+            _plan_pair(plan, entry, exit_, time_of, available, search, choices)
     except ForcedPartsError:
         plan.discard()
         raise
@@ -227,6 +247,7 @@ def _plan_pair(
     time_of: OpCost,
     available: Available,
     search: CapacitySearch,
+    memo: LayerMemo[Choice],
 ) -> None:
     """Add the region chosen for the pair (entry, exit_) to `plan` (if any) and offer the
     parts of the values it rebuilds to later pairs."""
@@ -240,7 +261,17 @@ def _plan_pair(
                 graph.ops[entry],
             )
         return
-    choice = choose_range(graph, entry, exit_, time_of, available, search)
+    # the choice reads the layer's own ops only (plus what `available` offers them and who
+    # reads their results): the key holds all of it, so an equal key means an equal choice
+    key = memo.key(graph, [layer], time_of, available, (entry - layer[0], exit_ - layer[0]))
+    known = memo.get(key)
+    if known is not None:
+        assert key is not None
+        choice = _placed_choice(known, key)
+    else:
+        choice = choose_range(graph, entry, exit_, time_of, available, search)
+        if key is not None:
+            memo.put(key, _canonical_choice(choice, key))
     if choice.parts is None or choice.solution is None:
         return
     region = build_region(graph, choice.solution, choice.parts, available)
@@ -255,6 +286,20 @@ def _plan_pair(
         # (once applied, its uses outside the region read the rebuilt value)
         original = graph.ops[ref[0]].results[ref[1]]
         available.setdefault(original, {})[(chunking, region.n)] = parts
+
+
+def _canonical_choice(choice: Choice, key: LayerKey) -> Choice:
+    """`choice` in the positions of `key` (to remember)."""
+    solution = None if choice.solution is None else canonical_solution(choice.solution, key)
+    nodes = [key.position[i] for i in choice.range_nodes]
+    return Choice(nodes, solution, choice.parts, choice.base_us, choice.cost_us)
+
+
+def _placed_choice(choice: Choice, key: LayerKey) -> Choice:
+    """A remembered (canonical) `choice` at the nodes of `key`."""
+    solution = None if choice.solution is None else placed_solution(choice.solution, key)
+    nodes = [key.nodes[p] for p in choice.range_nodes]
+    return Choice(nodes, solution, choice.parts, choice.base_us, choice.cost_us)
 
 
 def layer_range(graph: DataflowGraph, entry: int, exit_: int) -> list[int]:

@@ -7,7 +7,9 @@ parts the previous layer's regions left, so nothing is concatenated and split ag
 them). A plan's new ops are built detached: `planned_graph` is the block as it will be once
 the plans are applied (`token_plan.apply_plans`, then `region.erase_unused`), so the caller
 simulates the result before touching the IR and either applies the plans or discards them
-(`discard_plans`): the IR is built once, never cloned and restored.
+(`discard_plans`): the IR is built once, never cloned and restored. A layer whose problem has
+the key of an earlier layer's (`layer_key`) takes that layer's decision instead of searching
+again (`_replay`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from xdsl.ir import Operation
 from lancet_mlir import attrs
 from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.dataflow import DataflowGraph
-from lancet_mlir.partition.base import PartitionError, node_name
+from lancet_mlir.partition.axes import AxisSolution
+from lancet_mlir.partition.base import PartitionError, node_name, value_ref
+from lancet_mlir.partition.layer_key import (
+    LayerKey,
+    LayerMemo,
+    MemoStats,
+    canonical_solution,
+    placed_solution,
+)
 from lancet_mlir.partition.layout import planned_graph as layout_graph
 from lancet_mlir.partition.region import Available, OpCost
 from lancet_mlir.partition.token import TokenLayer, find_layer, token_gates
@@ -51,13 +61,28 @@ class TokenSearch:
     extend: str
 
 
+Steps = tuple[tuple[int, tuple[AxisSolution | None, ...]], ...]
+"""The plans `best_token_plan` keeps in turn (the last is chosen; none: no plan), each as
+its part count and its regions' solutions (`TokenPlan.solved`)."""
+
+
 def plan_token_block(
-    graph: DataflowGraph, time_of: OpCost, search: TokenSearch
+    graph: DataflowGraph,
+    time_of: OpCost,
+    search: TokenSearch,
+    memo: bool = True,
+    stats: MemoStats | None = None,
 ) -> list[ChosenPlan]:
     """The chosen plan of every MoE layer of the block of `graph` that has one, in program
     order (none applied yet). With `search.parts`, a layer that cannot be split so raises
-    PartitionError with the reason; else such a layer is left out."""
+    PartitionError with the reason; else such a layer is left out.
+
+    `memo`: a layer that is the same problem as an earlier layer's (`layer_key`: its spans,
+    its ops and what the earlier plans offer them) takes that layer's decision at its own
+    offset, and only the plans that decision kept are built (the same plans; False plans
+    every layer afresh); `stats` counts what the memo did."""
     forced = search.parts is not None
+    decisions: LayerMemo[Steps] = LayerMemo(memo, stats)  # this block's planning only
     layers: list[TokenLayer | None] = []
     for gate in token_gates(graph):
         try:
@@ -79,7 +104,21 @@ def plan_token_block(
             spans = Spans()
         nodes = [*spans.before, *spans.after, *spans.bwd_before, *spans.bwd_after]
         weights = {i: max(time_of(graph.ops[i]), 1e-3) for i in nodes}
-        plan = best_token_plan(graph, layer, spans, weights, time_of, offered, search)
+        window = _window(graph, layer, spans)
+        key = None
+        if window is not None:
+            key = decisions.key(graph, window[0], time_of, offered, window[1])
+        elif decisions.enabled:
+            decisions.stats.unkeyed += 1
+        known = decisions.get(key)
+        if known is not None:
+            assert key is not None
+            plan = _replay(graph, layer, spans, weights, time_of, offered, known, key)
+        else:
+            steps: list[tuple[int, list[AxisSolution | None]]] = []
+            plan = best_token_plan(graph, layer, spans, weights, time_of, offered, search, steps)
+            if key is not None:
+                decisions.put(key, _canonical_steps(steps, key))
         if plan is None:
             continue
         if overlaps(plan[0], taken):  # an input order that interleaves two layers
@@ -106,10 +145,12 @@ def best_token_plan(
     time_of: OpCost,
     offered: Available,
     search: TokenSearch,
+    steps: list[tuple[int, list[AxisSolution | None]]] | None = None,
 ) -> ChosenPlan | None:
     """The token plan (part count) that saves the most phased-simulation time over the
     unpartitioned ranges (None: none saves any); with `search.parts`, that count or a
-    PartitionError."""
+    PartitionError. `steps` receives the plans kept in turn (part count and solutions):
+    each was built while the one before it was still there (see `_replay`)."""
     forced = search.parts is not None
     if search.parts is not None and search.parts > layer.tokens:
         raise PartitionError(
@@ -129,14 +170,83 @@ def best_token_plan(
             continue
         ranges = plan.ranges()
         cost, orders = simulate_plan(graph, plan, ranges, time_of)
-        saving = simulate_plan(graph, None, ranges, time_of)[0] - cost
+        # a forced count is kept whatever it saves: the unpartitioned ranges need no costing
+        saving = 0.0 if forced else simulate_plan(graph, None, ranges, time_of)[0] - cost
         if forced or (saving > 0 and (best is None or saving > best[0])):
             if best is not None:
                 best[1].discard()
             best = (saving, plan, orders)
+            if steps is not None:
+                steps.append((n, plan.solved))
         else:
             plan.discard()
     return None if best is None else (best[1], best[2])
+
+
+def _window(
+    graph: DataflowGraph, layer: TokenLayer, spans: Spans
+) -> tuple[list[range], tuple] | None:
+    """The segments a layer's decision reads (its forward with the spans around it, then its
+    backward with its spans) and, in their positions, the layer and the spans: the rest of
+    `layer_key`'s arguments; None when a value of the layer lies outside them."""
+    forward = [*spans.before, *layer.fwd_nodes, *spans.after]
+    segments = [range(min(forward), max(forward) + 1)]
+    backward = [*spans.bwd_before, *layer.bwd_nodes, *spans.bwd_after]
+    if backward:
+        segments.append(range(min(backward), max(backward) + 1))
+    position = {i: p for p, i in enumerate(i for segment in segments for i in segment)}
+
+    def at(nodes: Sequence[int]) -> tuple[int, ...]:
+        return tuple(position[i] for i in nodes)  # every node of the layer and its spans
+
+    slots = []
+    for v, slot in layer.slots.items():
+        ref = value_ref(graph, v)
+        if ref is None or ref[0] not in position:
+            return None
+        slots.append((position[ref[0]], ref[1], slot))
+    b = layer.bwd
+    bwd = None if b is None else (
+        at([b.combine_dx, b.combine_dw, b.gate_dx, b.entry, b.exit, b.dispatch_dx]), at(b.chain)
+    )  # fmt: skip
+    where = at([layer.gate, layer.dispatch, layer.fwd_entry, layer.fwd_exit, layer.combine])
+    described = (where, at(layer.fwd_chain), bwd, layer.tokens, tuple(sorted(slots)))
+    spanned = tuple(at(s) for s in (spans.before, spans.after, spans.bwd_before, spans.bwd_after))
+    return segments, (described, spanned)
+
+
+def _canonical_steps(steps: list[tuple[int, list[AxisSolution | None]]], key: LayerKey) -> Steps:
+    """`steps` in the positions of `key` (to remember)."""
+    return tuple(
+        (n, tuple(None if s is None else canonical_solution(s, key) for s in solved))
+        for n, solved in steps
+    )
+
+
+def _replay(
+    graph: DataflowGraph,
+    layer: TokenLayer,
+    spans: Spans,
+    weights: dict[int, float],
+    time_of: OpCost,
+    offered: Available,
+    steps: Steps,
+    key: LayerKey,
+) -> ChosenPlan | None:
+    """The plan `best_token_plan` chooses for a layer whose key remembered `steps`: the kept
+    plans are built again in turn, each while the one before it is still there (a plan's
+    rebuilds depend on who reads a value, and the kept plan's ops read some), so the last is
+    built exactly as the search built it; the others the search tried and dropped are not."""
+    plan: TokenPlan | None = None
+    for n, solved in steps:
+        placed = [None if s is None else placed_solution(s, key) for s in solved]
+        new = plan_layer(graph, layer, n, spans, weights, offered, placed)
+        if plan is not None:
+            plan.discard()
+        plan = new
+    if plan is None:
+        return None
+    return plan, simulate_plan(graph, plan, plan.ranges(), time_of)[1]
 
 
 def planned_graph(graph: DataflowGraph, chosen: Sequence[ChosenPlan]) -> DataflowGraph:

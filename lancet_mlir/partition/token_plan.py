@@ -15,7 +15,7 @@ token parts are their own range.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.ir import Operation, SSAValue
 
@@ -48,6 +48,8 @@ class TokenPlan:
     after the dispatch's gradient (None: no op there takes the token axis)."""
     offered: Available
     """Parts of values this plan (and the earlier ones) make, for later plans."""
+    solved: list[AxisSolution | None] = field(default_factory=list)
+    """The axis solutions of the four regions around the layer (`plan_layer`'s `solved`)."""
 
     def forward(self) -> PartitionedRegion:
         """The forward's regions as one (their new ops, phases and rebuilds)."""
@@ -112,14 +114,25 @@ def plan_layer(
     spans: Spans,
     weights: Mapping[int, float],
     earlier: Available | None = None,
+    solved: Sequence[AxisSolution | None] | None = None,
 ) -> TokenPlan:
     """The layer in `n` token parts with a region solved within each span: before the
     gate (giving the logits and the dispatch input in parts), after the combine (taking
     its output in parts), before the combine's gradient (giving it in parts) and after
     the dispatch's and the gate's gradients (taking them in parts). Backward regions read
     forward values in parts where the forward made them; every region takes the parts
-    that `earlier` plans (of other layers) offer. Raises PartitionError when the layer
-    itself cannot be split."""
+    that `earlier` plans (of other layers) offer. `solved`: the four regions' solutions as
+    this call would find them (an equal layer's, `token_block`), instead of solving again.
+    Raises PartitionError when the layer itself cannot be split."""
+    if solved is None:
+        solved = _solve_regions(graph, layer, n, spans, weights)
+    return _build_plan(graph, layer, n, solved, earlier)
+
+
+def _solve_regions(
+    graph: DataflowGraph, layer: TokenLayer, n: int, spans: Spans, weights: Mapping[int, float]
+) -> list[AxisSolution | None]:
+    """The solutions of the four regions of `plan_layer` (None: no region there)."""
     g = graph.ops
     logits, x = g[layer.gate].operands[0], g[layer.dispatch].operands[0]
     y = g[layer.combine].results[0]
@@ -142,6 +155,20 @@ def plan_layer(
         solved.append(_region(graph, spans.bwd_after, [], pins_after, n, weights, readers, False))
     else:
         solved += [None, None]
+    return solved
+
+
+def _build_plan(
+    graph: DataflowGraph,
+    layer: TokenLayer,
+    n: int,
+    solved: Sequence[AxisSolution | None],
+    earlier: Available | None,
+) -> TokenPlan:
+    """The plan of `plan_layer` from the regions' solutions."""
+    g = graph.ops
+    b = layer.bwd
+    y = g[layer.combine].results[0]
     built: list[PartitionedRegion | None] = [None] * 4
     available: Available = {v: dict(by) for v, by in (earlier or {}).items()}
     builder = TokenBuilder(graph, layer, n, available)
@@ -162,7 +189,7 @@ def plan_layer(
             if region is not None:
                 region.discard()
         raise
-    return TokenPlan(layer, n, builder.regions(), built, available)
+    return TokenPlan(layer, n, builder.regions(), built, available, list(solved))
 
 
 def _readers(graph: DataflowGraph, v: SSAValue, nodes: Sequence[int]) -> list[int]:
