@@ -92,10 +92,7 @@ class DataflowGraph:
     @classmethod
     def from_block(cls, block: Block) -> DataflowGraph:
         """Build the graph of `block` in one pass over its ops and their (nested) operands."""
-        all_ops = list(block.ops)
-        terminator = None
-        if all_ops and all_ops[-1].has_trait(IsTerminator):
-            terminator = all_ops.pop()
+        all_ops, terminator = block_ops(block)
         return cls.from_ops(all_ops, block=block, terminator=terminator)
 
     @classmethod
@@ -116,11 +113,7 @@ class DataflowGraph:
         memory_preds = _memory_order_edges(ops)
         preds: list[list[int]] = []
         for i, op in enumerate(ops):
-            producers = {
-                p
-                for p in (index.get(owner) for owner in _operand_owners(op, index, rename))
-                if p is not None and p != i
-            }
+            producers = _producers(op, i, index, rename)
             producers.update(memory_preds.get(i, ()))
             preds.append(sorted(producers))
         succs: list[list[int]] = [[] for _ in ops]
@@ -213,6 +206,52 @@ class DataflowGraph:
         return out
 
 
+def block_ops(block: Block) -> tuple[list[Operation], Operation | None]:
+    """The ops of `block` a graph holds (all but a trailing terminator) and that terminator
+    (None when the last op is not one)."""
+    all_ops = list(block.ops)
+    terminator = None
+    if all_ops and all_ops[-1].has_trait(IsTerminator):
+        terminator = all_ops.pop()
+    return all_ops, terminator
+
+
+def _producers(
+    op: Operation,
+    i: int,
+    index: dict[Operation, int],
+    rename: Mapping[SSAValue, SSAValue] | None,
+) -> set[int]:
+    """Indices of the ops of `index` whose results node `i` (`op`) uses, itself excluded."""
+    if rename or op.regions:
+        found = (index.get(owner) for owner in _operand_owners(op, index, rename))
+        return {p for p in found if p is not None and p != i}
+    # the common case, an op without regions and no renaming: its own operands only (a
+    # block argument's owner is a Block, never a key of `index`)
+    producers: set[int] = set()
+    for operand in op.operands:
+        p = index.get(operand.owner)  # type: ignore[arg-type]
+        if p is not None and p != i:
+            producers.add(p)
+    return producers
+
+
+def first_forward_use(ops: Sequence[Operation]) -> tuple[int, int] | None:
+    """(i, j) for the first op `ops[i]` (in sequence order) that uses a value of a later op,
+    `ops[j]` the latest such (uses nested in its regions count, as in `DataflowGraph`); None
+    when the sequence order is a valid topological order. What
+    `DataflowGraph.from_ops(ops).first_use_before_def()` finds, without building the graph
+    (memory-order edges always point backwards, so they never make a forward use)."""
+    index = {op: i for i, op in enumerate(ops)}
+    for i, op in enumerate(ops):
+        producers = _producers(op, i, index, None)
+        if producers:
+            late = max(producers)
+            if late > i:
+                return i, late
+    return None
+
+
 def _operand_owners(
     op: Operation,
     index: dict[Operation, int],
@@ -249,6 +288,8 @@ def memory_access(op: Operation) -> tuple[bool, bool]:
     Freeing counts as a write; allocating counts as neither (a fresh buffer is reached only
     through the allocating op's result, a data edge). Unknown effects count as none.
     """
+    if not op.regions and not _declares_effects(type(op)):
+        return False, False  # most ops: no regions and no effect trait on their class
     reads = writes = False
     for inner in op.walk():
         for trait in inner.get_traits_of_type(MemoryEffect):
@@ -259,6 +300,17 @@ def memory_access(op: Operation) -> tuple[bool, bool]:
                 reads |= effect.kind == MemoryEffectKind.READ
                 writes |= effect.kind in (MemoryEffectKind.WRITE, MemoryEffectKind.FREE)
     return reads, writes
+
+
+_DECLARES_EFFECTS: dict[type[Operation], bool] = {}
+"""Per op class: whether it has a `MemoryEffect` trait (traits belong to the class)."""
+
+
+def _declares_effects(cls: type[Operation]) -> bool:
+    known = _DECLARES_EFFECTS.get(cls)
+    if known is None:
+        known = _DECLARES_EFFECTS[cls] = bool(cls.get_traits_of_type(MemoryEffect))
+    return known
 
 
 def _memory_order_edges(ops: Sequence[Operation]) -> dict[int, list[int]]:

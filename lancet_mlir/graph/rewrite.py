@@ -10,7 +10,12 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import AllToAllVOp, CollectiveOp
-from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
+from lancet_mlir.graph.dataflow import (
+    DataflowGraph,
+    block_ops,
+    first_forward_use,
+    op_display_name,
+)
 from lancet_mlir.graph.fill import fused_fill, set_fill
 from lancet_mlir.support.errors import OpError
 
@@ -69,11 +74,10 @@ def check_dominance(module: ModuleOp) -> None:
     xDSL's verifier does not check SSA dominance, and its parser accepts forward references.
     """
     for block in schedulable_blocks(module):
-        graph = DataflowGraph.from_block(block)
-        bad = graph.first_use_before_def()
+        ops, _ = block_ops(block)
+        bad = first_forward_use(ops)  # as the block's DataflowGraph finds it, not built
         if bad is not None:
-            op = graph.ops[bad]
-            late = graph.ops[graph.preds[bad][-1]]
+            op, late = ops[bad[0]], ops[bad[1]]
             values = ", ".join(f"%{r.name_hint}" for r in late.results if r.name_hint)
             what = f"a result of '{op_display_name(late)}'" + (f" ({values})" if values else "")
             raise ScheduleError(f"'{op_display_name(op)}' uses {what} before its definition", op)

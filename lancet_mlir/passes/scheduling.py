@@ -15,7 +15,12 @@ from lancet_mlir.cost.cost_model import CostModel
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.core import Problem
-from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind
+from lancet_mlir.graph.dataflow import (
+    DataflowGraph,
+    block_ops,
+    collective_kind,
+    first_forward_use,
+)
 from lancet_mlir.graph.rewrite import (
     ScheduleError,
     fuse_collectives,
@@ -135,5 +140,5 @@ def apply_result(graph: DataflowGraph, result: PipelineResult) -> None:
     if not result.groups and result.order == list(range(len(ops))):
         return
     relink(block, [ops[i] for i in result.order], graph.terminator)
-    if DataflowGraph.from_block(block).first_use_before_def() is not None:
+    if first_forward_use(block_ops(block)[0]) is not None:  # the relinked block's graph
         raise ScheduleError("internal error: schedule is not a topological order")

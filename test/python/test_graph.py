@@ -6,7 +6,13 @@ import pytest
 from helpers import parse
 
 from lancet_mlir.graph.buckets import Bucket, plan_buckets, plan_ddp_buckets, readiness_order
-from lancet_mlir.graph.dataflow import DataflowGraph, collective_kind, op_display_name
+from lancet_mlir.graph.dataflow import (
+    DataflowGraph,
+    block_ops,
+    collective_kind,
+    first_forward_use,
+    op_display_name,
+)
 from lancet_mlir.graph.fifo import fifo_order
 
 TEXT = """
@@ -66,6 +72,37 @@ def test_orders_and_reachability() -> None:
     assert g.first_use_before_def() is None
     # FIFO: the allreduce's consumer %w waits until the compute-ready queue is empty
     assert fifo_order(g) == [0, 1, 2, 3, 4]
+
+
+FORWARD_USES = """
+func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %a = "test.op"(%x) : (tensor<8xf32>) -> tensor<8xf32>
+  %w = "test.op"() ({
+    "test.termop"(%c, %a) : (tensor<8xf32>, tensor<8xf32>) -> ()
+  }) : () -> tensor<8xf32>
+  %b = "test.op"(%d, %a, %c) : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %c = "test.op"(%x) : (tensor<8xf32>) -> tensor<8xf32>
+  %d = "test.op"(%x) : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %d : tensor<8xf32>
+}
+"""
+
+
+def test_first_forward_use_matches_the_graph() -> None:
+    module = parse(FORWARD_USES)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    block = func.regions[0].block
+    ops, terminator = block_ops(block)
+    assert terminator is not None
+    assert terminator.name == "func.return"
+    assert len(ops) == 5
+    # %w (op 1) uses %c (op 3) inside its region: the first forward use; op 2 (%b) uses %d
+    # (op 4) and %c (op 3), its latest producer is op 4
+    assert first_forward_use(ops) == (1, 3)
+    assert DataflowGraph.from_block(block).first_use_before_def() == 1
+    assert first_forward_use(ops[2:]) == (0, 2)
+    assert first_forward_use(ops[3:]) is None
+    assert first_forward_use(ops[:2]) is None  # %c is not in the sequence: no edge
 
 
 def test_plan_buckets_respects_dependencies() -> None:
