@@ -70,11 +70,20 @@ from lancet_mlir.cost.sources import (
     check_source,
     explicit_time_us,
 )
-from lancet_mlir.dialects.comm import module_world_size
+from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
+from lancet_mlir.dialects.comp import AddOp, ConcatOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.support.errors import UserError
 
-__all__ = ["ZERO_COST_OPS", "CostConfig", "CostModel", "explicit_time_us"]
+__all__ = [
+    "NOT_COSTED_ATTRS",
+    "ZERO_COST_OPS",
+    "CostConfig",
+    "CostModel",
+    "TimeMemo",
+    "cost_signature",
+    "explicit_time_us",
+]
 
 
 DEFAULT_DEVICE = "h100"
@@ -298,14 +307,29 @@ class CostModel:
         return [self._time(op, ws) for op in graph.ops]
 
     def _time(self, op: Operation, world_size: int | None) -> float:
+        t = self._answer(op, world_size)
+        return self._no_answer(op) if t is None else t
+
+    def _answer(self, op: Operation, world_size: int | None) -> float | None:
+        """The first answer of the chain, None when no source answers."""
         for source in self.chain:
             t = source.time_us(op, world_size)
             if t is not None:
                 return t
+        return None
+
+    def _no_answer(self, op: Operation) -> float:
+        """0, and `op` counted for `warn_unknown` (unless it costs nothing by nature)."""
         name = op_display_name(op)
         if name not in ZERO_COST_OPS:
             self._unknown[name] = self._unknown.get(name, 0) + 1
         return 0.0
+
+    def signature_pure(self) -> bool:
+        """True when every source of the chain answers from what `cost_signature` holds
+        (the built-in sources; a caller's source may read anything, e.g. an op's location),
+        so `TimeMemo` may share one answer among ops of equal signatures."""
+        return all(type(s) in _SIGNATURE_SOURCES for s in self.chain)
 
     def time_and_source(self, op: Operation, world_size: int | None = None) -> tuple[float, str]:
         """The op's time and the name of the source that gave it (`zero`: none did; such an
@@ -336,6 +360,86 @@ class CostModel:
             )
         self._unknown.clear()
         return names
+
+
+_SIGNATURE_SOURCES = (
+    AttributeSource,
+    InPlaceSource,
+    ProfileSource,
+    TableSource,
+    AlphaBetaSource,
+    RooflineSource,
+)
+"""The built-in sources: each answers from the op's name, class, operand and result types,
+properties, attributes and the world size (`InPlaceSource` also from the structure around
+a concat or add marked in place: `TimeMemo` asks the model for those every time)."""
+
+NOT_COSTED_ATTRS = frozenset((attrs.PART, attrs.ROLE, attrs.START_US, attrs.END_US, attrs.STREAM))
+"""Annotations that do not change an op's time (the part index, the role, a simulation's
+timings); `lancet.time_us` does and is kept."""
+
+
+def cost_signature(op: Operation) -> tuple:
+    """What an op's time under the built-in sources depends on: name, types, properties
+    and attributes (except `NOT_COSTED_ATTRS`)."""
+    kept = tuple(sorted((k, v) for k, v in op.attributes.items() if k not in NOT_COSTED_ATTRS))
+    return (
+        op.name,
+        tuple(v.type for v in op.operands),
+        tuple(r.type for r in op.results),
+        tuple(sorted(op.properties.items())),
+        kept,
+    )
+
+
+class TimeMemo:
+    """A cost model's op times memoised by `cost_signature` and world size, for one pass
+    run: lancet-schedule's candidates are clones of one module, and the layers of a model
+    and the parts of a partitioned op repeat the same shapes, so most ops are costed by an
+    equal op already. Exact: with a chain of built-in sources (`signature_pure`) equal keys
+    get equal answers, and the model's records (profile coverage, comm tables used, notes)
+    already hold what a repeated key would add. Not memoised (asked every time): ops no
+    source answers (the model counts them for `warn_unknown`), a concat or add marked in
+    place (its answer depends on its operands' producers), a collective without a world
+    size (its group may come from the enclosing module), and every op when the chain has
+    a caller's source. Gives `graph_times` and `op_time_us` like the model."""
+
+    def __init__(self, model: CostModel) -> None:
+        self.model = model
+        self._pure = model.signature_pure()
+        self._times: dict[tuple, float] = {}
+
+    def op_time_us(self, op: Operation, world_size: int | None = None) -> float:
+        """`CostModel.op_time_us`, memoised (class doc)."""
+        ws = self.model.config.world_size if world_size is None else world_size
+        return self._time(op, ws)
+
+    def graph_times(self, graph: DataflowGraph, world_size: int | None = None) -> list[float]:
+        """`CostModel.graph_times`, memoised (class doc)."""
+        ws = self.model.config.world_size if world_size is None else world_size
+        if ws is None and graph.ops:
+            ws = module_world_size(graph.ops[0])  # as the model does: one walk up
+        return [self._time(op, ws) for op in graph.ops]
+
+    def _time(self, op: Operation, world_size: int | None) -> float:
+        if not self._pure or _asks_structure(op, world_size):
+            return self.model._time(op, world_size)
+        key = (world_size, cost_signature(op))
+        known = self._times.get(key)
+        if known is not None:
+            return known
+        t = self.model._answer(op, world_size)
+        if t is None:
+            return self.model._no_answer(op)
+        self._times[key] = t
+        return t
+
+
+def _asks_structure(op: Operation, world_size: int | None) -> bool:
+    """True when a built-in source's answer for `op` may depend on more than its signature."""
+    if isinstance(op, CollectiveOp):
+        return world_size is None and op.groups is None
+    return isinstance(op, ConcatOp | AddOp) and op.in_place is not None
 
 
 def _pair(key: tuple[str, int]) -> str:

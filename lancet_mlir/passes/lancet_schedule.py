@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import TimeMemo
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
@@ -207,21 +208,22 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
 
     def _apply(self, ctx: Context, op: ModuleOp) -> None:
         priced = FusionPrices()  # fused all-reduce prices, shared by the candidates
+        memos: dict[int, TimeMemo] = {}  # op times shared by the candidates, per cost model
         if self.partition != "auto":
             partition_stage(self.partition, ctx, op, self)
-            self._schedule(op, float(self.max_seconds), "", priced=priced)
+            self._schedule(op, float(self.max_seconds), "", priced=priced, memos=memos)
             return
         trials = partition_candidates(ctx, op, self)
         if not trials:  # nothing to partition: partition=none
-            self._schedule(op, float(self.max_seconds), "", priced=priced)
+            self._schedule(op, float(self.max_seconds), "", priced=priced, memos=memos)
             return
         share = float(self.max_seconds) / (len(trials) + 1)
         # the unpartitioned module is scheduled in place; a partitioned trial replaces it
         # only when it simulates strictly faster (ties keep the earlier, simpler one)
-        best_label, best_us = "none", self._schedule(op, share, "none", priced=priced)
+        best_label, best_us = "none", self._schedule(op, share, "none", priced=priced, memos=memos)
         best: ModuleOp | None = None
         for label, trial in trials:
-            sim = self.module_simulation(trial)
+            sim = self._simulation(trial, memos)
             bound_us = _compute_floor_us(sim)
             if bound_us >= best_us:
                 # its compute alone takes as long as the best schedule so far: no order of
@@ -231,7 +233,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                     f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
                 )
                 continue
-            makespan_us = self._schedule(trial, share, label, sim, priced)
+            makespan_us = self._schedule(trial, share, label, sim, priced, memos)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
         LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
@@ -245,14 +247,16 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         label: str,
         sim: ModuleSimulation | None = None,
         priced: FusionPrices | None = None,
+        memos: dict[int, TimeMemo] | None = None,
     ) -> float:
         """Run the scheduling stages on every block of `op` of two ops or more, innermost
         first, each costed after the blocks nested in it were scheduled (an op with regions
         or a call costs its bodies' simulated makespan; `sim`: `module_simulation(op)`, if
         already made); the sum of the top-level blocks' final makespans under the pass's
         simulator options (what `simulate` and `--report` total); `priced`: fused all-reduce
-        prices shared with the other candidates (`fusion_hooks`)."""
-        sim = sim or self.module_simulation(op)
+        prices shared with the other candidates (`fusion_hooks`); `memos`: op times shared
+        with them (`_simulation`)."""
+        sim = sim or self._simulation(op, {} if memos is None else memos)
         options = sim.options
         cost_model = self.cost_model(op)
         prefix = f"[{label}] " if label else ""
@@ -280,6 +284,16 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             apply_result(graph, result)
             sim.invalidate(item.block)
         return total_us
+
+    def _simulation(self, module: ModuleOp, memos: dict[int, TimeMemo]) -> ModuleSimulation:
+        """`module_simulation(module)` with its cost model's times memoised in `memos`
+        (`cost_model.TimeMemo`, one per model, keyed by its id while the pass runs: the
+        candidates are clones of one module, so they share one model and its memo)."""
+        model = self.cost_model(module)
+        memo = memos.get(id(model))
+        if memo is None or memo.model is not model:
+            memo = memos[id(model)] = TimeMemo(model)
+        return ModuleSimulation(module, memo, self.sim_options(module))
 
     def _check_options(self) -> None:
         if self.heuristic not in HEURISTICS:

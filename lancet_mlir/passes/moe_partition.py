@@ -10,6 +10,7 @@ from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from lancet_mlir.cost.cost_model import cost_signature
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
@@ -158,7 +159,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                 if nested is not None:
                     return nested
             # per-part copies share shapes: cost each signature once
-            key = _signature(o)
+            key = cost_signature(o)
             if key not in times:
                 times[key] = float(model.op_time_us(o, world))
             return times[key]
@@ -218,25 +219,6 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                 return
         apply_plans(graph, chosen)
         erase_unused([op for plan, _ in chosen for op in plan.epilogues()])
-
-
-_NOT_COSTED = frozenset(
-    ("lancet.part", "lancet.role", "lancet.start_us", "lancet.end_us", "lancet.stream")
-)
-"""Annotations that do not change an op's time."""
-
-
-def _signature(o: Operation) -> tuple:
-    """What an op's time depends on: name, types, properties and attributes (except
-    annotations that do not change the time, such as the part index)."""
-    attrs = tuple(sorted((k, v) for k, v in o.attributes.items() if k not in _NOT_COSTED))
-    return (
-        o.name,
-        tuple(v.type for v in o.operands),
-        tuple(r.type for r in o.results),
-        tuple(sorted(o.properties.items())),
-        attrs,
-    )
 
 
 def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> float:

@@ -2,11 +2,13 @@
 share their template ops (`region.SharedOps`: the same makespans as unshared estimates,
 fewer ops built, nothing left reading the block once discarded); the kernel registry's
 FLOP/byte count is memoised by shape; fused all-reduces are priced once per
-sequence of member signatures across blocks; the pass runs with the input frozen for the garbage collector."""
+sequence of member signatures across blocks; op times are memoised by signature for the
+candidates (`TimeMemo`); the pass runs with the input frozen for the garbage collector."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 from helpers import function_graph, parse
@@ -14,7 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from lancet_mlir.cost.cost_model import CostConfig, CostModel
+from lancet_mlir.cost.cost_model import CostConfig, CostModel, TimeMemo
 from lancet_mlir.dialects import comp
 from lancet_mlir.dialects.comp import build_op, kernel_of, op_sigs
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -235,3 +237,68 @@ def test_fusion_prices_are_shared_by_signature_across_blocks(monkeypatch) -> Non
     fused, _ = make([other_graph.ops[2], other_graph.ops[3]])
     assert first == model.op_time_us(fused, 8)
     fused.erase()
+
+
+MEMO_TEXT = """
+builtin.module attributes {lancet.world_size = 4 : i64} {
+  func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %a = "test.op"(%x) {lancet.time_us = 2.0 : f64, lancet.part = 0 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %b = "test.op"(%x) {lancet.time_us = 2.0 : f64, lancet.part = 1 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %c = "test.op"(%x) {lancet.time_us = 3.0 : f64} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %r = comm.allreduce %a : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %s = comm.allreduce %b : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %u = "foo.bar"(%r, %s, %c) : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    func.return %u : tensor<8x4xf32>
+  }
+}
+"""
+
+
+def _counting_model(chain=None) -> tuple[CostModel, list[str]]:
+    """A fresh (uncached) model whose chain answers are counted, by op name."""
+    model = CostModel.build(CostConfig(device="h100"), chain=chain)
+    asked: list[str] = []
+    answer = model._answer
+
+    def counted(op: Operation, world_size: int | None) -> float | None:
+        asked.append(op.name)
+        return answer(op, world_size)
+
+    model._answer = counted  # type: ignore[method-assign]
+    return model, asked
+
+
+def test_time_memo_answers_as_the_model_and_asks_once_per_signature() -> None:
+    graph = function_graph(parse(MEMO_TEXT))
+    plain = CostModel.build(CostConfig(device="h100"))
+    expected = plain.graph_times(graph)
+    allreduce = expected[3]
+    assert allreduce > 0
+    assert expected == [2.0, 2.0, 3.0, allreduce, allreduce, 0.0]
+    model, asked = _counting_model()
+    memo = TimeMemo(model)
+    assert memo.graph_times(graph) == expected
+    # %b and %s differ from %a and %r only in lancet.part (or not at all): not asked again;
+    # foo.bar has no answer, so it is asked each time and counted for the warning
+    assert asked == ["test.op", "test.op", "comm.allreduce", "builtin.unregistered"]
+    assert memo.graph_times(graph) == expected
+    assert asked[4:] == ["builtin.unregistered"]
+    assert memo.op_time_us(graph.ops[1], 4) == 2.0
+    assert len(asked) == 5
+    assert model.unknown_ops() == ["foo.bar"]
+    # a caller's source may read anything: every op is asked every time
+    custom, asked_custom = _counting_model(chain=[*plain.default_chain()[:1], Durations()])
+    assert not custom.signature_pure()
+    assert TimeMemo(custom).graph_times(graph) == [2.0, 2.0, 3.0, 0.0, 0.0, 0.0]
+    assert len(asked_custom) == 6
+
+
+@dataclass(frozen=True)
+class Durations:
+    """A caller's source that knows no op."""
+
+    name: str = "none"
+    measured: bool = False
+
+    def time_us(self, op: Operation, world_size: int | None) -> float | None:
+        return None
