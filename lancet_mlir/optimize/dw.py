@@ -90,9 +90,12 @@ def update_mask(problem: Problem, desc: Sequence[int]) -> int:
     return closed
 
 
-def label_dw(problem: Problem, launch_order: Sequence[int]) -> DwLabels:
-    """Find the dW candidates of `problem` (module docstring, step 2)."""
-    anc, desc = reachability(problem)
+def label_dw(
+    problem: Problem, launch_order: Sequence[int], reach: tuple[list[int], list[int]] | None = None
+) -> DwLabels:
+    """Find the dW candidates of `problem` (module docstring, step 2); `reach`: its
+    `reachability`, when the caller has it."""
+    anc, desc = reach if reach is not None else reachability(problem)
     updates = update_mask(problem, desc)
     windows = [v for v in launch_order if problem.is_a2a(v)]
     eligible = 0
@@ -192,7 +195,11 @@ def topological_by_preference(problem: Problem, preferred: Sequence[int]) -> lis
 
 
 def fill_allreduce_gaps(
-    problem: Problem, comp: Sequence[int], fixed_comm: Sequence[int], fillers: Sequence[int]
+    problem: Problem,
+    comp: Sequence[int],
+    fixed_comm: Sequence[int],
+    fillers: Sequence[int],
+    ancestors: list[int] | None = None,
 ) -> list[int]:
     """Interleave the all-reduces `fillers` into the collective chain `fixed_comm`.
 
@@ -202,12 +209,14 @@ def fill_allreduce_gaps(
     that collective or a later one (with zero durations, "ready in time" alone would not say
     so), repeatedly, so no collective of `fixed_comm` is delayed; the rest follow the last
     collective in order of readiness. Should zero durations still hide a cycle through the
-    compute chain, every filler goes after the last collective instead.
+    compute chain, every filler goes after the last collective instead. `ancestors`: the
+    first half of `reachability(problem)`, when the caller has it.
     """
     times = evaluate_chains(problem.preds, problem.durations, comp, fixed_comm)
     if times is None:
         raise ValueError("compute and collective chains form a cycle")
-    ancestors = reachability(problem)[0]
+    if ancestors is None:
+        ancestors = reachability(problem)[0]
     later = [0] * (len(fixed_comm) + 1)  # bitset of fixed_comm[k:]
     for k in range(len(fixed_comm) - 1, -1, -1):
         later[k] = later[k + 1] | 1 << fixed_comm[k]
@@ -293,13 +302,19 @@ class DwSchedule:
     placed: list[list[int]]
 
 
-def dw_schedule(problem: Problem, initial: Sequence[int] | None = None) -> DwSchedule:
+def dw_schedule(
+    problem: Problem,
+    initial: Sequence[int] | None = None,
+    reach: tuple[list[int], list[int]] | None = None,
+) -> DwSchedule:
     """dW placement + all-reduce gap filling (module docstring); returns a block order.
 
-    `initial` is the launch order to start from (default: Lancet's FIFO list schedule).
+    `initial` is the launch order to start from (default: Lancet's FIFO list schedule);
+    `reach`: the problem's `reachability`, when the caller has it (computed here else).
     """
     launch = list(initial) if initial is not None else fifo_list_schedule(problem).order
-    labels = label_dw(problem, launch)
+    reach = reach if reach is not None else reachability(problem)
+    labels = label_dw(problem, launch, reach)
     placed = place_dw(problem, labels) if labels.windows else [[] for _ in labels.windows]
     merged = topological_by_preference(problem, desired_order(launch, labels, placed))
     updates = labels.updates
@@ -307,7 +322,7 @@ def dw_schedule(problem: Problem, initial: Sequence[int] | None = None) -> DwSch
     comp = [v for v in body if not problem.is_comm[v]]
     fixed = [v for v in body if problem.is_comm[v] and not problem.is_allreduce(v)]
     fillers = [v for v in body if problem.is_allreduce(v)]
-    comm = fill_allreduce_gaps(problem, comp, fixed, fillers)
+    comm = fill_allreduce_gaps(problem, comp, fixed, fillers, reach[0])
     tail = [v for v in merged if updates >> v & 1]
     comp, comm, times = append_tail(problem, comp, comm, tail)
     order = block_order(problem, comp, comm, times.start)

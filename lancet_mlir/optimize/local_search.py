@@ -54,12 +54,14 @@ class ChainSearch:
         comm: Sequence[int],
         budget: int,
         progress: Callable[[int], None] | None = None,
+        reach: tuple[list[int], list[int]] | None = None,
     ):
         times = evaluate_chains(problem.preds, problem.durations, comp, comm)
         if times is None:
             raise ValueError("initial chains form a cycle")
         self.problem = problem
-        self.ancestors, self.descendants = reachability(problem)
+        # `reach`: the problem's `reachability`, when the caller has it already
+        self.ancestors, self.descendants = reach if reach is not None else reachability(problem)
         self.comp = list(comp)
         self.comm = list(comm)
         self.times = times
@@ -271,7 +273,10 @@ def improve(
     comm: Sequence[int],
     budget: int,
     progress: Callable[[int], None] | None = None,
+    reach: tuple[list[int], list[int]] | None = None,
 ) -> SearchResult:
     """Run the local search from the given chains with at most `budget` evaluations;
-    `progress(k)` is told after each step that k more evaluations were spent."""
-    return ChainSearch(problem, comp, comm, budget, progress).run()
+    `progress(k)` is told after each step that k more evaluations were spent; `reach`:
+    `chains.reachability(problem)` when the caller computed it (a function of the edges
+    alone: the searches of one problem share it)."""
+    return ChainSearch(problem, comp, comm, budget, progress, reach).run()

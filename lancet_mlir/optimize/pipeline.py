@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lancet_mlir.graph.core import Problem
-from lancet_mlir.optimize.chains import block_order, split_chains
+from lancet_mlir.optimize.chains import block_order, reachability, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
 from lancet_mlir.optimize.fusion import plan_noncritical_fusion
@@ -95,8 +95,10 @@ def run_pipeline(
     fifo = fifo_list_schedule(problem).order
     report("list schedule", fifo)
     current = fifo
+    # a function of the edges alone: dW placement and the search share it
+    reach = reachability(problem) if heuristic == "dw" or budget > 0 else None
     if heuristic == "dw":
-        current = dw_schedule(problem, fifo).order
+        current = dw_schedule(problem, fifo, reach).order
         report("dw placement", current)
     evaluations = 0
     unsearched = current
@@ -108,7 +110,7 @@ def run_pipeline(
             ("rank", rank_list_schedule(problem).order),
         ]
         main_budget = budget if fusion is None else budget - budget // 10
-        outcome = search_schedule(problem, main_budget, starts, progress)
+        outcome = search_schedule(problem, main_budget, starts, progress, reach)
         current = outcome.order
         evaluations = outcome.evaluations
         report("local search", current)

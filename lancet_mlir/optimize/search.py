@@ -67,9 +67,13 @@ def search_schedule(
     budget: int,
     starts: Sequence[tuple[str, Sequence[int]]] | None = None,
     progress: Callable[[int], None] | None = None,
+    reach: tuple[list[int], list[int]] | None = None,
 ) -> SearchOutcome:
-    """Improve the starts within `budget` evaluations in all (module docstring)."""
+    """Improve the starts within `budget` evaluations in all (module docstring); `reach`:
+    the problem's `reachability`, when the caller has it (computed here else)."""
     starts = starts if starts is not None else starting_orders(problem)
+    # the edges do not change: every search below shares one reachability
+    reach = reach if reach is not None else reachability(problem)
     ranked = []
     for index, (name, order) in enumerate(starts):
         comp, comm = split_chains(problem.is_comm, order)
@@ -83,7 +87,7 @@ def search_schedule(
     for left, (_, _, name, comp, comm) in zip(range(len(ranked), 0, -1), ranked, strict=True):
         share = (budget - spent) // left
         if share > 0:
-            result = improve(problem, comp, comm, share, progress)
+            result = improve(problem, comp, comm, share, progress, reach)
             comp, comm, times, used = result.comp, result.comm, result.times, result.evaluations
         else:
             times = evaluate_chains(problem.preds, problem.durations, comp, comm)
@@ -96,13 +100,13 @@ def search_schedule(
             )
     assert best is not None
     comp, comm = split_chains(problem.is_comm, best.order)
-    kicked = _kick_search(problem, comp, comm, best.makespan_us, budget - spent, progress)
+    kicked = _kick_search(problem, comp, comm, best.makespan_us, budget - spent, progress, reach)
     spent += kicked.evaluations
     if kicked.times is not None and kicked.times.makespan_us < best.makespan_us - 1e-9:
         order = block_order(problem, kicked.comp, kicked.comm, kicked.times.start)
         best = SearchOutcome(order, kicked.times.makespan_us, f"{best.start}+kicks", spent)
         comp, comm = kicked.comp, kicked.comm
-    tail = defer_to_tail(problem, comp, comm, budget - spent, progress)
+    tail = defer_to_tail(problem, comp, comm, budget - spent, progress, reach)
     spent += tail.evaluations
     if tail.times is not None and tail.times.makespan_us < best.makespan_us - 1e-9:
         order = block_order(problem, tail.comp, tail.comm, tail.times.start)
@@ -142,10 +146,11 @@ def _kick_search(
     makespan_us: float,
     budget: int,
     progress: Callable[[int], None] | None,
+    reach: tuple[list[int], list[int]],
 ) -> _Kicked:
-    """Iterated local search from the best chains (module docstring)."""
+    """Iterated local search from the best chains (module docstring); `reach`: the
+    problem's `reachability`."""
     rng = random.Random(KICK_SEED)
-    reach = reachability(problem)
     floor_share = KICK_SHARE_MIN * len(problem)
     best = _Kicked(comp, comm, None, 0)
     best_makespan = makespan_us
@@ -157,7 +162,7 @@ def _kick_search(
             idle += 1
             continue
         share = min(budget - best.evaluations, max(floor_share, budget // (4 * KICKS_WITHOUT_GAIN)))
-        result = improve(problem, kicked[0], kicked[1], share, progress)
+        result = improve(problem, kicked[0], kicked[1], share, progress, reach)
         best.evaluations += result.evaluations
         if result.times.makespan_us <= best_makespan:
             # equal makespans are accepted too (a walk along the plateau), but only a

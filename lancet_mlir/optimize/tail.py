@@ -55,13 +55,15 @@ def defer_to_tail(
     comm: list[int],
     budget: int,
     progress: Callable[[int], None] | None = None,
+    reach: tuple[list[int], list[int]] | None = None,
 ) -> TailResult:
-    """Improve the chains by tail deferral (module docstring) within `budget` evaluations."""
+    """Improve the chains by tail deferral (module docstring) within `budget` evaluations;
+    `reach`: `reachability(problem)` when the caller has it."""
     best = TailResult(comp, comm, None, 0)
     times = evaluate_chains(problem.preds, problem.durations, comp, comm)
     if times is None or not comm or not comp:
         return best
-    anc, desc = reachability(problem)
+    anc, desc = reach if reach is not None else reachability(problem)
     for _ in range(MAX_ROUNDS):
         target = most_exposed(comp, comm, times)
         candidates = idle_candidates(problem, comp, comm, times, target, anc[target] | desc[target])
@@ -76,7 +78,9 @@ def defer_to_tail(
             best.evaluations += 1
             if chains is None:
                 continue
-            result = improve(problem, chains[0], chains[1], min(share, left - 1), progress)
+            result = improve(
+                problem, chains[0], chains[1], min(share, left - 1), progress, (anc, desc)
+            )
             best.evaluations += result.evaluations
             span = result.times.makespan_us
             if span < (found[2].makespan_us if found else times.makespan_us) - 1e-9:
