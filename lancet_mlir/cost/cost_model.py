@@ -49,7 +49,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.clusters import get_cluster
@@ -79,6 +79,7 @@ __all__ = [
     "NOT_COSTED_ATTRS",
     "ZERO_COST_OPS",
     "CostConfig",
+    "CostKeys",
     "CostModel",
     "TimeMemo",
     "cost_signature",
@@ -392,11 +393,50 @@ def cost_signature(op: Operation) -> tuple:
     )
 
 
+class CostKeys:
+    """`cost_signature` as a tuple of small integers, cheap to hash and compare: each
+    attribute (a type, property or attribute value) is numbered once by value, and the
+    number of an attribute object already seen is found by its identity (the partitioners'
+    copies and clones share their type objects). Two ops get equal keys exactly when their
+    `cost_signature`s are equal. The identity map holds the objects it saw (so no id is
+    reused while mapped) and is emptied when it reaches `CostKeys.LIMIT` entries (memory
+    stays bounded; numbers by value are kept, so keys stay the same)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Attribute, int]] = {}
+        self._by_value: dict[Attribute, int] = {}
+
+    def number(self, attr: Attribute) -> int:
+        """The number of `attr`'s value (first seen, first numbered)."""
+        seen = self._by_id.get(id(attr))
+        if seen is not None and seen[0] is attr:
+            return seen[1]
+        n = self._by_value.setdefault(attr, len(self._by_value))
+        if len(self._by_id) >= self.LIMIT:
+            self._by_id.clear()
+        self._by_id[id(attr)] = (attr, n)
+        return n
+
+    def key(self, op: Operation) -> tuple:
+        """`cost_signature(op)` with every attribute replaced by its number."""
+        number = self.number
+        kept = sorted((k, number(v)) for k, v in op.attributes.items() if k not in NOT_COSTED_ATTRS)
+        return (
+            op.name,
+            tuple([number(v.type) for v in op.operands]),
+            tuple([number(r.type) for r in op.results]),
+            tuple(sorted([(k, number(v)) for k, v in op.properties.items()])),
+            tuple(kept),
+        )
+
+
 class TimeMemo:
-    """A cost model's op times memoised by `cost_signature` and world size, for one pass
-    run: lancet-schedule's candidates are clones of one module, and the layers of a model
-    and the parts of a partitioned op repeat the same shapes, so most ops are costed by an
-    equal op already. Exact: with a chain of built-in sources (`signature_pure`) equal keys
+    """A cost model's op times memoised by `cost_signature` (as `CostKeys`) and world size,
+    for one pass run: lancet-schedule's candidates are clones of one module, and the layers
+    of a model and the parts of a partitioned op repeat the same shapes, so most ops are
+    costed by an equal op already. Exact: with a chain of built-in sources (`signature_pure`) equal keys
     get equal answers, and the model's records (profile coverage, comm tables used, notes)
     already hold what a repeated key would add. Not memoised (asked every time): ops no
     source answers (the model counts them for `warn_unknown`), a concat or add marked in
@@ -408,6 +448,7 @@ class TimeMemo:
         self.model = model
         self._pure = model.signature_pure()
         self._times: dict[tuple, float] = {}
+        self._keys = CostKeys()
 
     def op_time_us(self, op: Operation, world_size: int | None = None) -> float:
         """`CostModel.op_time_us`, memoised (class doc)."""
@@ -424,7 +465,7 @@ class TimeMemo:
     def _time(self, op: Operation, world_size: int | None) -> float:
         if not self._pure or _asks_structure(op, world_size):
             return self.model._time(op, world_size)
-        key = (world_size, cost_signature(op))
+        key = (world_size, self._keys.key(op))
         known = self._times.get(key)
         if known is not None:
             return known

@@ -10,7 +10,7 @@ from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from lancet_mlir.cost.cost_model import cost_signature
+from lancet_mlir.cost.cost_model import CostKeys
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
@@ -150,6 +150,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         bodies = self.module_simulation(op)
 
         times: dict[tuple, float] = {}
+        keys = CostKeys()  # cost_signature as small integers
 
         def time_of(o: Operation) -> float:
             # an op with regions (or a call) costs its bodies' simulated makespan, as the
@@ -159,7 +160,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                 if nested is not None:
                     return nested
             # per-part copies share shapes: cost each signature once
-            key = cost_signature(o)
+            key = keys.key(o)
             if key not in times:
                 times[key] = float(model.op_time_us(o, world))
             return times[key]

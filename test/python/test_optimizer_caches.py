@@ -16,7 +16,13 @@ from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from lancet_mlir.cost.cost_model import CostConfig, CostModel, TimeMemo
+from lancet_mlir.cost.cost_model import (
+    CostConfig,
+    CostKeys,
+    CostModel,
+    TimeMemo,
+    cost_signature,
+)
 from lancet_mlir.dialects import comp
 from lancet_mlir.dialects.comp import build_op, kernel_of, op_sigs
 from lancet_mlir.graph.dataflow import DataflowGraph
@@ -302,3 +308,27 @@ class Durations:
 
     def time_us(self, op: Operation, world_size: int | None) -> float | None:
         return None
+
+
+def test_cost_keys_are_equal_exactly_when_signatures_are(monkeypatch) -> None:
+    graph = function_graph(parse(MEMO_TEXT))
+    ops = graph.ops
+    keys = CostKeys()
+    numbered = [keys.key(op) for op in ops]
+    # %a and %b differ in lancet.part alone, %r and %s not at all (their operand types are
+    # equal); the rest differ
+    assert cost_signature(ops[0]) == cost_signature(ops[1])
+    assert numbered[0] == numbered[1]
+    assert numbered[3] == numbered[4]
+    assert len(set(numbered)) == 4
+    for a, b in [(a, b) for a in ops for b in ops]:
+        assert (keys.key(a) == keys.key(b)) == (cost_signature(a) == cost_signature(b))
+    # numbered in first-seen order: %a's time (2.0) first, then tensor<8x4xf32>, which
+    # every operand and result is, whichever object carries it; %c's time (3.0) next
+    assert numbered[0] == ("test.op", (1,), (1,), (), (("lancet.time_us", 0),))
+    assert numbered[2] == ("test.op", (1,), (1,), (), (("lancet.time_us", 2),))
+    # the allreduce carries its default reduction (sum) as a property
+    assert numbered[3] == ("comm.allreduce", (1,), (1,), (("reduction", 3),), ())
+    # with the identity map emptied at every new object, keys stay the same
+    monkeypatch.setattr(CostKeys, "LIMIT", 1)
+    assert [keys.key(op) for op in function_graph(parse(MEMO_TEXT)).ops] == numbered
