@@ -49,7 +49,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Operation
 
 from lancet_mlir import attrs
 from lancet_mlir.cost.clusters import get_cluster
@@ -74,6 +74,7 @@ from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.dialects.comp import AddOp, ConcatOp
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.numbering import AttrNumbers
 
 __all__ = [
     "NOT_COSTED_ATTRS",
@@ -395,33 +396,17 @@ def cost_signature(op: Operation) -> tuple:
 
 class CostKeys:
     """`cost_signature` as a tuple of small integers, cheap to hash and compare: each
-    attribute (a type, property or attribute value) is numbered once by value, and the
-    number of an attribute object already seen is found by its identity (the partitioners'
-    copies and clones share their type objects). Two ops get equal keys exactly when their
-    `cost_signature`s are equal. The identity map holds the objects it saw (so no id is
-    reused while mapped) and is emptied when it reaches `CostKeys.LIMIT` entries (memory
-    stays bounded; numbers by value are kept, so keys stay the same)."""
-
-    LIMIT = 1 << 16
+    attribute (a type, property or attribute value) numbered by `support.numbering`
+    (`AttrNumbers`: once by value, found again by identity; the partitioners' copies and
+    clones share their type objects). Two ops get equal keys exactly when their
+    `cost_signature`s are equal. One per pass run (its numbers are not bounded)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Attribute, int]] = {}
-        self._by_value: dict[Attribute, int] = {}
-
-    def number(self, attr: Attribute) -> int:
-        """The number of `attr`'s value (first seen, first numbered)."""
-        seen = self._by_id.get(id(attr))
-        if seen is not None and seen[0] is attr:
-            return seen[1]
-        n = self._by_value.setdefault(attr, len(self._by_value))
-        if len(self._by_id) >= self.LIMIT:
-            self._by_id.clear()
-        self._by_id[id(attr)] = (attr, n)
-        return n
+        self.numbers = AttrNumbers()
 
     def key(self, op: Operation) -> tuple:
         """`cost_signature(op)` with every attribute replaced by its number."""
-        number = self.number
+        number = self.numbers.number
         kept = sorted((k, number(v)) for k, v in op.attributes.items() if k not in NOT_COSTED_ATTRS)
         return (
             op.name,

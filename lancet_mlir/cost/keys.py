@@ -18,11 +18,15 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation
 
 from lancet_mlir.graph.dataflow import op_display_name
+from lancet_mlir.support.numbering import AttrNumbers
 
-# (op name, operand types, result types) -> key. Types are immutable and hashable, so this
-# cache turns the string rendering into one dict lookup per op of an already seen signature.
-_KEY_CACHE: dict[tuple[str, tuple[Attribute, ...], tuple[Attribute, ...]], str] = {}
+# (op name, operand type numbers, None, result type numbers) -> key: one dict lookup per op
+# of an already seen signature instead of the string rendering; the types are numbered
+# (`support.numbering`) because hashing them for every lookup cost more than the rest.
+_KEY_CACHE: dict[tuple, str] = {}
 _CACHE_LIMIT = 1 << 16
+_KEY_NUMBERS = AttrNumbers()
+"""The numbering of `_KEY_CACHE`'s keys (replaced whenever that is emptied)."""
 
 
 def render_type(ty: Attribute) -> str:
@@ -49,14 +53,24 @@ def render_signature(
 
 def op_key(op: Operation) -> str:
     """The profile key of `op` (real op name also for unregistered ops)."""
+    global _KEY_NUMBERS
     name = op_display_name(op)
-    sig = (name, tuple(v.type for v in op.operands), tuple(r.type for r in op.results))
+    number = _KEY_NUMBERS.number
+    sig = (
+        name,
+        *[number(v.type) for v in op.operands],
+        None,
+        *[number(r.type) for r in op.results],
+    )
     key = _KEY_CACHE.get(sig)
     if key is None:
-        key = render_signature(*sig)
-        if len(_KEY_CACHE) >= _CACHE_LIMIT:  # bound the memory of long-running processes
+        key = render_signature(name, [v.type for v in op.operands], [r.type for r in op.results])
+        if len(_KEY_CACHE) >= _CACHE_LIMIT or len(_KEY_NUMBERS) >= _CACHE_LIMIT:
+            # bound the memory of long-running processes: keys and numbers go together
             _KEY_CACHE.clear()
-        _KEY_CACHE[sig] = key
+            _KEY_NUMBERS = AttrNumbers()
+        else:
+            _KEY_CACHE[sig] = key
     return key
 
 

@@ -38,6 +38,7 @@ from lancet_mlir.dialects.comp_base import (
 )
 from lancet_mlir.dialects.comp_ops import *  # noqa: F403 - comp.MatmulOp etc.
 from lancet_mlir.dialects.kernels import Kernel, KernelError, TensorSig, get_kernel
+from lancet_mlir.support.numbering import AttrNumbers
 
 _OP_CLASSES: dict[str, type[CompOp]] = {cls.KERNEL.name: cls for cls in comp_ops.OP_CLASSES}
 
@@ -87,28 +88,38 @@ def op_flops_bytes(op: Operation) -> tuple[float, float] | None:
     count depends on (the kernel, operand and result types, properties): partitioners and
     the cost model ask again for every copy of the same shapes.
     """
+    global _FLOPS_NUMBERS
     kernel = kernel_of(op)
     if kernel is None:
         return None
+    # the types and properties as numbers (`support.numbering`): hashing the types
+    # themselves for every lookup was most of the cost
+    number = _FLOPS_NUMBERS.number
     key = (
         kernel,  # by identity (a test may register its own kernel under a known name)
-        *(v.type for v in op.operands),
+        *[number(v.type) for v in op.operands],
         None,
-        *(r.type for r in op.results),
-        *sorted(op.properties.items()),
+        *[number(r.type) for r in op.results],
+        *sorted([(k, number(v)) for k, v in op.properties.items()]),
     )
     known = _FLOPS_BYTES.get(key)
     if known is None:
         ins, outs = op_sigs(op)
         known = kernel.cost(ins, outs, kernel_params(op))
-        if len(_FLOPS_BYTES) >= _FLOPS_BYTES_MAX:
-            _FLOPS_BYTES.clear()  # a bound on memory; the counts are recomputed alike
-        _FLOPS_BYTES[key] = known
+        if len(_FLOPS_BYTES) >= _FLOPS_BYTES_MAX or len(_FLOPS_NUMBERS) >= _FLOPS_BYTES_MAX:
+            # a bound on memory: keys and numbers go together (a number means one value
+            # only within its numbering); the counts are recomputed alike
+            _FLOPS_BYTES.clear()
+            _FLOPS_NUMBERS = AttrNumbers()
+        else:
+            _FLOPS_BYTES[key] = known
     return known
 
 
 _FLOPS_BYTES: dict[tuple, tuple[float, float]] = {}
 _FLOPS_BYTES_MAX = 1 << 16
+_FLOPS_NUMBERS = AttrNumbers()
+"""The numbering of the keys of `_FLOPS_BYTES` (replaced whenever that is emptied)."""
 
 
 def _to_attr(value: Attribute | bool | int | float | str) -> Attribute:
