@@ -114,6 +114,7 @@ def run_pipeline(
         current = outcome.order
         evaluations = outcome.evaluations
         report("local search", current)
+    reach = None  # O(V^2) bits: not kept alive while fusion and the fused search run
     if fusion is None or not any(problem.is_allreduce(v) for v in range(len(problem))):
         return PipelineResult(problem, current, [], identity, stages, evaluations)
     starts = [current] if unsearched == current else [current, unsearched]
