@@ -47,13 +47,15 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, ErasedSSAValue, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, var_result_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from lancet_mlir.dialects.kernels import DType, Kernel, KernelError, ParamSpec, TensorSig
+from lancet_mlir.support.numbering import AttrNumbers
 
 # ---------------------------------------------------------------------------------------
 # Types <-> signatures
@@ -278,7 +280,16 @@ class CompOp(IRDLOperation):
     def verify(self, verify_nested_ops: bool = True) -> None:
         """Check annotations, parameters and the operand count in the kernel's words before
         IRDL checks the typed properties and named operands (which would report them in
-        its own, less precise terms), then everything else."""
+        its own, less precise terms), then everything else.
+
+        Memoised by what these checks read: an op whose class, operand and result types,
+        properties and attributes equal those of an op that passed them (`_VERIFIED`)
+        passes them too, and only the checks of where it stands run (`_verify_place`);
+        a failure is never remembered, so it is reported every time."""
+        key = _verified_key(self)
+        if key is not None and key in _VERIFIED:
+            _verify_place(self)
+            return
         try:
             check_annotations(self.KERNEL, self.attributes)
             self.KERNEL.resolve_params(given_params(self.KERNEL, self.properties))
@@ -287,6 +298,8 @@ class CompOp(IRDLOperation):
             error = VerifyException(f"{self.name}: {err}")
             self.emit_error(f"Operation does not verify: {error}", error)
         super().verify(verify_nested_ops)
+        if key is not None:
+            _remember_verified(key)
 
     def verify_(self) -> None:
         """Check parameters, annotations and result types against the kernel's spec."""
@@ -306,3 +319,63 @@ class CompOp(IRDLOperation):
                     f"{self.name}: result #{i} has type {self.outputs[i].type}, "
                     f"expected {tensor_type(want)}"
                 )
+
+
+# ---- the verification memo ------------------------------------------------------------------
+_VERIFIED: set[tuple] = set()
+_VERIFIED_MAX = 1 << 16
+_VERIFIED_NUMBERS = AttrNumbers()
+"""The numbering of `_VERIFIED`'s keys (replaced whenever that is emptied)."""
+
+
+def _verified_key(op: CompOp) -> tuple | None:
+    """What `CompOp.verify` checks of `op` itself, as numbers (`support.numbering`): its
+    class, operand and result types, properties and attributes; None when something else
+    could matter (regions, successors, or class traits, whose checks may read the IR
+    around the op)."""
+    if op.regions or op.successors or list(type(op).traits):
+        return None
+    number = _VERIFIED_NUMBERS.number
+    return (
+        type(op),
+        *[number(v.type) for v in op.operands],
+        None,
+        *[number(r.type) for r in op.results],
+        None,
+        *sorted([(k, number(v)) for k, v in op.properties.items()]),
+        None,
+        *sorted([(k, number(v)) for k, v in op.attributes.items()]),
+    )
+
+
+def _remember_verified(key: tuple) -> None:
+    global _VERIFIED_NUMBERS
+    if len(_VERIFIED) >= _VERIFIED_MAX or len(_VERIFIED_NUMBERS) >= _VERIFIED_MAX:
+        # a bound on memory: keys and numbers go together (a number means one value only
+        # within its numbering); ops are verified in full again
+        _VERIFIED.clear()
+        _VERIFIED_NUMBERS = AttrNumbers()
+    else:
+        _VERIFIED.add(key)
+
+
+def _verify_place(op: Operation) -> None:
+    """The checks of `Operation.verify` that read where `op` stands rather than what it is,
+    for an op without regions, successors or traits (so no terminator): no erased operand,
+    and not the last op of a block that needs a terminator. Same errors as xDSL's."""
+    for operand in op.operands:
+        if isinstance(operand, ErasedSSAValue):
+            raise ValueError("Erased SSA value is used by the operation")
+    block = op.parent
+    region = None if block is None else block.parent
+    if block is None or region is None or block.last_op is not op:
+        return
+    if region.blocks.first is not region.blocks.last:
+        raise VerifyException(
+            f"Operation {op.name} terminates block in multi-block region but is not a terminator"
+        )
+    parent = region.parent
+    if parent is not None and not parent.has_trait(NoTerminator):
+        raise VerifyException(
+            f"Operation {op.name} terminates block in single-block region but is not a terminator"
+        )

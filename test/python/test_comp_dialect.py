@@ -380,3 +380,55 @@ def test_generated_op_classes_are_up_to_date() -> None:
     assert comp.MatmulOp.name == "comp.matmul"
     assert [cls.KERNEL.name for cls in comp_ops.OP_CLASSES] == list(KERNELS)
     assert "class MoeGateOp(CompOp):" in comp_gen.OPS_FILE.read_text(encoding="utf-8")
+
+
+def test_verification_is_memoised_by_what_it_checks(monkeypatch) -> None:
+    from xdsl.ir import Block, ErasedSSAValue, Region
+
+    from lancet_mlir.dialects import comp_base
+
+    monkeypatch.setattr(comp_base, "_VERIFIED", set())
+    calls: list[str] = []
+    real = comp_base.check_annotations
+
+    def counted(kernel, attributes) -> None:
+        calls.append(kernel.name)
+        real(kernel, attributes)
+
+    x = TestOp(result_types=[TensorType(f32, [64, 128])])
+    w = TestOp(result_types=[TensorType(f32, [128, 256])])
+    first = build_op("matmul", [x, w], None, {"lancet.role": "fwd"})
+    twin = build_op("matmul", [x, w], None, {"lancet.role": "fwd"})
+    other = build_op("matmul", [x, w], None, {"lancet.role": "dx"})
+    end = TestOp()
+    Block([x, w, first, twin, other, end])
+    # a full verification checks the annotations twice (before IRDL's checks and in verify_)
+    monkeypatch.setattr(comp_base, "check_annotations", counted)
+    first.verify()
+    twin.verify()  # equal types, properties and attributes: not checked again
+    other.verify()  # another attribute value: checked
+    assert calls == ["matmul"] * 4
+    # what depends on where the op stands is still checked on a hit: an erased operand
+    twin.operands = [x.results[0], ErasedSSAValue(w.results[0].type, w.results[0])]
+    with pytest.raises(ValueError, match="Erased SSA value is used by the operation"):
+        twin.verify()
+    # ... and a twin as the last op of a block that needs a terminator, as xDSL says it
+    last = build_op("matmul", [x, w], None, {"lancet.role": "fwd"})
+    TestOp(regions=[Region(Block([last]))])
+    with pytest.raises(VerifyException) as hit:
+        last.verify()
+    comp_base._VERIFIED.clear()
+    with pytest.raises(VerifyException) as full:
+        last.verify()
+    assert str(hit.value) == str(full.value)
+    assert "comp.matmul terminates block in single-block region but is not a terminator" in str(
+        hit.value
+    )
+    assert calls == ["matmul"] * 5  # the full one failed after the first annotation check
+    calls.clear()
+    # a failure is never remembered: a wrong result type fails every time
+    bad = type(first)([x, w], [TensorType(f32, [64, 64])])
+    for _ in range(2):
+        with pytest.raises(VerifyException, match="result #0 has type"):
+            bad.verify()
+    assert calls == ["matmul"] * 4
