@@ -330,14 +330,15 @@ _VERIFIED_NUMBERS = AttrNumbers()
 
 def _verified_key(op: CompOp) -> tuple | None:
     """What `CompOp.verify` checks of `op` itself, as numbers (`support.numbering`): its
-    class, operand and result types, properties and attributes; None when something else
-    could matter (regions, successors, or class traits, whose checks may read the IR
-    around the op)."""
+    class and kernel, operand and result types, properties and attributes; None when
+    something else could matter (regions, successors, or class traits, whose checks may
+    read the IR around the op)."""
     if op.regions or op.successors or list(type(op).traits):
         return None
     number = _VERIFIED_NUMBERS.number
     return (
         type(op),
+        op.KERNEL,  # by identity, as the FLOP/byte memo: a test may swap a class's kernel
         *[number(v.type) for v in op.operands],
         None,
         *[number(r.type) for r in op.results],
