@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 
 from lancet_mlir.importers.traces import load_steps
+from lancet_mlir.importers.traces.et import et_rank
 from lancet_mlir.importers.traces.report import replay_steps
 from lancet_mlir.tools import lancet_trace
 
@@ -167,3 +169,89 @@ def test_whatif_pipeline_with_data_dependencies(
     assert pipe["predicted_period_us"] == pytest.approx(
         pipe["replayed_period_us"] - pipe["saved_us"]
     )
+
+
+def _op_deps(path: Path, et: Path, step: int | None = None) -> dict[tuple[int, str], list[str]]:
+    """(step, kernel) -> the kernels its data dependencies name, of the imported window."""
+    st = load_steps([str(path)], step=step, et=[str(et)])[0]
+    ops = st.graph.ops
+    return {
+        (st.info[j].step, o.name): [f"{st.info[d].step}:{ops[d].name}" for d in o.deps]
+        for j, o in enumerate(ops)
+    }
+
+
+def test_et_dependencies_land_on_the_replayed_step() -> None:
+    # two identical steps (gemm 50 us on stream 7, relu on stream 8 reading it, add on stream 7
+    # reading relu); the ET records one iteration: its edges belong to the replayed step only
+    path, et = DATA / "two_steps.json", DATA / "two_steps_et.json"
+    assert _op_deps(path, et) == {
+        (1, "gemm"): [],
+        (1, "relu"): [],
+        (1, "add"): [],
+        (2, "gemm"): [],
+        (2, "relu"): ["2:gemm"],  # relu starts at 285, gemm ends at 270
+        (2, "add"): ["2:relu"],  # add starts at 305, relu ends at 295
+    }
+    assert load_steps([str(path)], et=[str(et)])[0].data_deps == 2
+    # --step 1 replays the first step (no earlier step to warm up): the edges follow it
+    assert _op_deps(path, et, step=1) == {
+        (1, "gemm"): [],
+        (1, "relu"): ["1:gemm"],
+        (1, "add"): ["1:relu"],
+    }
+
+
+def test_et_that_matches_nothing_of_the_step_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    et = tmp_path / "et.json"
+    nodes = [{"id": 2, "name": "aten::conv2d", "parent": 1, "inputs": [], "outputs": []}]
+    et.write_text(json.dumps({"schema": "1.0.1", "nodes": nodes}))
+    path = DATA / "two_steps.json"
+    out = tmp_path / "o.mlir"
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["import", str(path), "--et", str(et), "-o", str(out)])
+    assert info.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"lancet-trace: error: {et}: no operator of the execution trace matches an ATen op of "
+        f"ProfilerStep#2 of {path} that launches GPU work"
+    ]
+    assert not out.exists()
+
+
+def _comms(inputs: list, types: list[str]) -> dict:
+    return {"id": 9, "name": "record_param_comms", "parent": 1, "inputs": inputs,
+            "input_types": types, "outputs": []}  # fmt: skip
+
+
+def test_et_rank_from_its_collectives() -> None:
+    # PyTorch 2.0 (the DLRM ET): seq, pg id, rank, collective name, in splits, out splits
+    old = ["Int", "Int", "Int", "String", "GenericList[]", "GenericList[]"]
+    assert et_rank({"nodes": [_comms([141, 0, 3, "allreduce", [], []], old)]}) == 3
+    # 2.2+: (pg name, desc), rank 1 of a group strided by 2 from 4: global rank 6
+    new = ["Int", "Tuple[String,String]", "Int", "String", "GenericList[]", "GenericList[]",
+           "Int", "Int", "Int"]  # fmt: skip
+    assert et_rank({"nodes": [_comms([5, ["1", "x"], 1, "allgather", [], [], 4, 2, 4], new)]}) == 6
+    # a group that is not strided (stride -1): no rank; group ranks that disagree: no rank
+    assert (
+        et_rank({"nodes": [_comms([5, ["1", "x"], 1, "allgather", [], [], 4, -1, 4], new)]}) is None
+    )
+    two = [_comms([1, 0, 0, "allreduce", [], []], old), _comms([2, 1, 1, "allreduce", [], []], old)]
+    assert et_rank({"nodes": two}) is None
+    assert et_rank({"nodes": []}) is None
+    with gzip.open(DATA / "dlrm" / "dlrm_eg_0.json.gz") as f:
+        assert et_rank(json.load(f)) == 0
+
+
+def test_et_of_another_rank_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace, et = DATA / "dlrm" / "worker1.pt.trace.json.gz", DATA / "dlrm" / "dlrm_eg_0.json.gz"
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["replay", str(trace), "--et", str(et)])
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"lancet-trace: error: {et}: an execution trace of rank 0 (its collectives say so), "
+        f"given for {trace}, rank 1"
+    ]

@@ -91,9 +91,12 @@ def load_steps(
             sys.stderr.write(f"{tool}: warning: {raw.overlap_warning}\n")
         st = build_step(raw, step)
         if et:
-            from lancet_mlir.importers.traces.et import add_data_dependencies, parse_et
+            from lancet_mlir.importers.traces.et import add_data_dependencies, et_rank, parse_et
 
-            add_data_dependencies(st, raw, parse_et(load_json(et[k]), et[k]))
+            et_doc = load_json(et[k])
+            add_data_dependencies(
+                st, raw, parse_et(et_doc, et[k]), et_source=et[k], et_rank=et_rank(et_doc)
+            )
         steps.append(st)
     if len(steps) > 1 and any(s.period_basis == "none" for s in steps):
         raise UserError(

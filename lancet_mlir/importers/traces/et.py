@@ -2,11 +2,18 @@
 
 An ET lists every operator of one iteration (`nodes`: `id`, `name`, `parent`, `inputs`,
 `outputs`); a tensor argument is `[tensor id, storage id, offset, numel, itemsize, device]`.
-Its operators are matched to the Kineto trace's `cpu_op`s by name and occurrence order (the
-ET's `rf_id` and Kineto's `External id` do not line up in real traces; reference/trace-notes.md).
+Its operators are matched to the `cpu_op`s of the replayed step (`ProfilerStep#N`: the ops that
+start within its window, on any thread) by name and occurrence order (the ET's `rf_id` and
+Kineto's `External id` do not line up in real traces; reference/trace-notes.md): an ET records one
+iteration, and matching from the start of a trace of several steps would put its edges on an
+earlier step. An ET none of whose operators launches GPU work of step N is refused.
 A GPU op then depends on the last GPU op launched by the operator that last wrote a storage its
 operator reads (views share their storage; operators that launch nothing never count as
 writers). An edge is kept only if the measured times satisfy it.
+
+An ET does not state its rank in its header; its `record_param_comms` nodes do (`et_rank`). An ET
+whose collectives name a rank other than the one the Kineto trace's `distributedInfo` states is
+refused.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lancet_mlir.importers.traces.kineto import RawTrace, Span
-from lancet_mlir.importers.traces.step import StepTrace
+from lancet_mlir.importers.traces.step import StepTrace, select_step
 from lancet_mlir.support.errors import UserError
 
 
@@ -69,11 +76,64 @@ def parse_et(doc: Any, source: str) -> list[EtNode]:
     return nodes
 
 
+def _rank_of_comms(node: dict[str, Any]) -> tuple[int, bool] | None:
+    """(rank, global) recorded by one `record_param_comms` node, None if it records none.
+
+    PyTorch's RECORD_PARAM_COMMS passes `seq, pg (id, pointer, name or (name, desc)), rank,
+    collective name, in splits, out splits[, global rank start, global rank stride, world size]`
+    (RECORD_PARAM_COMMS_DATA puts the input tensors first): the rank is the `Int` just before the
+    collective name, the first `String` from the fourth input on. It is the rank within the
+    collective's group; with the start and stride (`stride >= 1`) it gives the global rank, and
+    without them (older PyTorch) it is the global rank only for the world group (`global` False)."""
+    values, types = node.get("inputs"), node.get("input_types")
+    if not isinstance(values, list) or not isinstance(types, list) or len(types) != len(values):
+        return None
+    for k in range(3, len(values)):
+        if types[k] == "String" and types[k - 1] == "Int":
+            rank = values[k - 1]
+            if isinstance(rank, bool) or not isinstance(rank, int):
+                return None
+            if len(values) >= k + 5 and types[k + 3] == "Int" and types[k + 4] == "Int":
+                start, stride = values[k + 3], values[k + 4]
+                if isinstance(start, int) and isinstance(stride, int) and stride >= 1:
+                    return start + rank * stride, True
+                return None  # a group that is not strided: its global ranks are unknown
+            return rank, False
+    return None
+
+
+def et_rank(doc: Any) -> int | None:
+    """The rank the ET was recorded on, from its `record_param_comms` nodes; None if they do not
+    tell (no collective, or group ranks that disagree and no global rank)."""
+    seen: dict[bool, set[int]] = {True: set(), False: set()}
+    for n in doc.get("nodes", []) if isinstance(doc, dict) else []:
+        if isinstance(n, dict) and n.get("name") == "record_param_comms":
+            got = _rank_of_comms(n)
+            if got is not None:
+                seen[got[1]].add(got[0])
+    ranks = seen[True] or seen[False]
+    return next(iter(ranks)) if len(ranks) == 1 else None
+
+
 def add_data_dependencies(
-    st: StepTrace, raw: RawTrace, nodes: list[EtNode], tol: float = 1.0
+    st: StepTrace,
+    raw: RawTrace,
+    nodes: list[EtNode],
+    tol: float = 1.0,
+    et_source: str = "the execution trace",
+    et_rank: int | None = None,
 ) -> int:
-    """Add the ET's data dependencies to `st` (GpuOp.deps); returns how many were kept."""
-    cpu = [s for s in raw.spans if s.cat == "cpu_op"]
+    """Add the ET's data dependencies to step N of `st` (GpuOp.deps); returns how many were
+    kept. UserError if the ET was recorded on another rank (`et_rank`, when the Kineto trace
+    states its rank) or none of its operators launches GPU work of step N."""
+    if et_rank is not None and raw.rank_known and et_rank != raw.rank:
+        raise UserError(
+            f"{et_source}: an execution trace of rank {et_rank} (its collectives say so), "
+            f"given for {st.source}, rank {raw.rank}"
+        )
+    _, lo, dur, _ = select_step(raw, st.step)
+    # only the replayed step's ATen ops: the ET records one iteration (module doc)
+    cpu = [s for s in raw.spans if s.cat == "cpu_op" and lo <= s.ts < lo + dur]
     by_name: dict[str, list[Span]] = {}
     for s in cpu:
         by_name.setdefault(s.name, []).append(s)
@@ -85,9 +145,12 @@ def add_data_dependencies(
         spans = by_name.get(n.name)
         if spans is not None and k < len(spans):
             span_of[n.id] = spans[k]
-    if not span_of:
+    target = set(st.target)
+    launching = {id(inf.cpu_op) for j, inf in enumerate(st.info) if j in target and inf.cpu_op}
+    if not any(id(span) in launching for span in span_of.values()):
         raise UserError(
-            f"{st.source}: no operator of the execution trace matches a cpu_op of the trace"
+            f"{et_source}: no operator of the execution trace matches an ATen op of "
+            f"ProfilerStep#{st.step} of {st.source} that launches GPU work"
         )
     ops = st.graph.ops
     ops_of_span: dict[int, list[int]] = {}

@@ -109,6 +109,8 @@ class RawTrace:
     overlap_warning: str | None = None
     """Set when GPU activities on one stream overlap by more than `OVERLAP_TOLERANCE_US`: the
     first such overlap, and how many the trace has."""
+    rank_known: bool = False
+    """Whether `distributedInfo` states the rank (else `rank` is 0 by default)."""
 
 
 def load_json(path: str) -> Any:
@@ -321,4 +323,5 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         schema,
         pg,
         _overlap_warning(acts, source),
+        _int(dist.get("rank")) >= 0,
     )
