@@ -135,7 +135,32 @@ def test_chakra_ctrl_cycle_is_one_error_line(
         lancet_trace.main(["replay", str(path)])
     assert info.value.code == 1
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"lancet-trace: error: {path}: the GPU nodes' ctrl/data deps form a cycle"]
+    # kernelA -> kernelD -> kernelA (ctrl): kernelA is the lowest id left waiting
+    assert err == [
+        f"lancet-trace: error: {path}: the nodes' ctrl/data deps form a cycle "
+        "(node 1, kernelA, never becomes ready)"
+    ]
+
+
+def test_chakra_deps_against_stream_order_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # node 1 waits for node 2's data, but both run on stream 7 in id order: no cycle among the
+    # deps, yet it can never run
+    gpu = [{"name": "is_cpu_op", "bool_val": False}, {"name": "tid", "int64_val": 7}]
+    nodes = [
+        {"id": 1, "name": "a", "type": 4, "data_deps": [2], "duration_micros": 1, "attr": gpu},
+        {"id": 2, "name": "b", "type": 4, "data_deps": [], "duration_micros": 1, "attr": gpu},
+    ]
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps({"nodes": nodes}))
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["replay", str(path)])
+    assert info.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"lancet-trace: error: {path}: the GPU nodes' ctrl/data deps contradict their stream "
+        "order (node id order per tid)"
+    ]
 
 
 def test_pytorch_et_adds_data_dependencies_the_times_satisfy() -> None:

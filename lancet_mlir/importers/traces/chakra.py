@@ -253,12 +253,44 @@ def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
     return nodes
 
 
+def _check_acyclic(by_id: dict[int, ChakraNode], source: str) -> None:
+    """UserError if the ctrl/data deps of all nodes (CPU nodes too) have a cycle: the GPU
+    nodes' dependencies are followed through CPU nodes, so a cycle anywhere is a trace that
+    cannot run. Deps on ids the trace lacks are ignored (as everywhere here)."""
+    users: dict[int, list[int]] = {i: [] for i in by_id}
+    waiting: dict[int, int] = {}
+    for i, n in by_id.items():
+        deps = {d for d in (*n.ctrl_deps, *n.data_deps) if d in by_id}
+        if i in deps:
+            raise UserError(f"{source}: node {i} ({n.name}) depends on itself")
+        waiting[i] = len(deps)
+        for d in deps:
+            users[d].append(i)
+    ready = [i for i, k in waiting.items() if k == 0]  # Kahn's algorithm
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if done < len(by_id):
+        stuck = min(i for i, k in waiting.items() if k > 0)
+        raise UserError(
+            f"{source}: the nodes' ctrl/data deps form a cycle (node {stuck}, "
+            f"{by_id[stuck].name}, never becomes ready)"
+        )
+
+
 def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
     """The GPU nodes of a Chakra trace as a replayable step: stream order by node id per
     `tid`, data dependencies followed through CPU nodes to the nearest GPU nodes, and the GPU
-    nodes' own ctrl deps (a cycle in them is an error). Chakra traces carry durations but
+    nodes' own ctrl deps. A cycle in the deps of any nodes, CPU nodes too, or a node that
+    depends on itself is an error; so are deps that contradict the stream order. Chakra traces carry durations but
     (in the files seen) no start times, so there is no measured period: `period_basis` "none"."""
     by_id = {n.id: n for n in nodes}
+    _check_acyclic(by_id, source)
     gpu = sorted((n for n in nodes if n.is_gpu), key=lambda n: n.id)
     if not gpu:
         raise UserError(f"{source}: no GPU node (a COMP or COMM_COLL node with is_cpu_op false)")
@@ -279,9 +311,7 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
                 for d in (n.data_deps if n else [])
                 if d not in index and d not in memo and d in by_id
             ]
-            if pending:
-                if len(stack) > len(by_id):
-                    raise UserError(f"{source}: data_deps form a cycle through node {cur}")
+            if pending:  # terminates: the deps are acyclic (_check_acyclic)
                 stack.extend(pending)
                 continue
             out: set[int] = set()
@@ -353,5 +383,10 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
     try:
         replay([st.graph], host=False)
     except ValueError:
-        raise UserError(f"{source}: the GPU nodes' ctrl/data deps form a cycle") from None
+        # the deps are acyclic (checked above), so the stream order (node id order per tid)
+        # is what closes the cycle
+        raise UserError(
+            f"{source}: the GPU nodes' ctrl/data deps contradict their stream order (node id "
+            "order per tid)"
+        ) from None
     return st
