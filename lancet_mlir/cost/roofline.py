@@ -190,6 +190,10 @@ def matmul_time_us(
     the measured launch latency (an f64 matmul is not estimated faster than the same f32 one),
     and a large one keeps its dtype's peak.
     """
+    if flops == 0:
+        # a zero-size dimension (0x512 . 512x512): no kernel does any work, so neither the
+        # launch floor nor the other operand's bytes count
+        return 0.0
     curves = load_matmul_calibration(device.matmul_table) if device.matmul_table else {}
     memory = nbytes / (device.hbm_bytes_per_s * MEMORY_EFFICIENCY) * 1e6
     if dtype in ("bf16", "f16") and "bf16" in curves:

@@ -33,6 +33,15 @@ def test_large_matmul_and_empty_unchanged() -> None:
     assert matmul_time_us(0.0, 0.0, "f32", v100) == 0.0
 
 
+@pytest.mark.parametrize("device", ["v100", "a100", "h100"])
+def test_zero_flop_matmul_is_free(device: str) -> None:
+    """0x512 . 512x512 (a zero-size dimension): 0 FLOPs, so 0 us, though B's 1 MiB is an
+    operand (it cost the 5 us floor before, review #19 finding 14)."""
+    nbytes = 4.0 * 512 * 512
+    assert matmul_time_us(0.0, nbytes, "f32", get_device(device), 512.0) == 0.0
+    assert matmul_time_us(0.0, nbytes, "bf16", get_device(device), 512.0) == 0.0
+
+
 def test_table_devices_use_their_curve() -> None:
     """The H100 keeps its measured curve (the floor the 5 us is taken from: 4.992 us at 33.5
     MFLOP in its table)."""
