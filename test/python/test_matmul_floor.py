@@ -60,10 +60,11 @@ def test_table_devices_use_their_curve() -> None:
     dtype=st.sampled_from(["f32", "f16", "f64"]),
 )
 def test_floor_is_max_of_roofline_and_5us(flops: float, nbytes: float, dtype: str) -> None:
-    """On a tableless device a matmul is max(roofline, 5 us) unless it does nothing at all."""
+    """On a tableless device a matmul is max(roofline, 5 us) unless it does no arithmetic (0
+    FLOPs: a zero-size dimension, whatever its operands' bytes) or nothing at all."""
     a100 = get_device("a100")
     roof = roofline_time_us(flops, nbytes, dtype, a100)
-    expected = max(roof, 5.0) if roof > 0 else 0.0
+    expected = max(roof, 5.0) if roof > 0 and flops > 0 else 0.0
     assert matmul_time_us(flops, nbytes, dtype, a100) == expected
 
 
