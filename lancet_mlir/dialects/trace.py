@@ -7,17 +7,19 @@
 ```
 
 Every op is compute as far as the cost model goes (its `lancet.time_us` is the measured
-duration); `trace.payload` turns dependency tokens into the tensor a `comm` collective takes,
-and costs nothing. `trace.host_sync` is a host synchronisation (`cudaStreamSynchronize`,
+duration); `trace.payload` turns dependency tokens (all of a collective's dependencies) into the
+tensor a `comm` collective takes: it is bookkeeping, not GPU work, so it costs nothing and, like
+a host sync, takes no stream and no launch (a virtual node, sim/engine.py "Virtual nodes"). `trace.host_sync` is a host synchronisation (`cudaStreamSynchronize`,
 `cudaDeviceSynchronize`, an event sync, a synchronous copy): the host waits until its operands
 (the awaited GPU ops) have ended; it takes no GPU stream and costs nothing, and the ops the host
 launches after it take its token (sim/engine.py "Host syncs"). The SSA edges are the step's
 dependencies: stream order, event waits, host syncs and, with an execution trace, tensor data
 dependencies.
 
-`is_host_sync` and `copy_queue` are the typed readers the dataflow layer uses: a host sync is
-a `trace.host_sync` or any op marked `lancet.host_sync` (the PyTorch importer's `.item()`);
-a copy's queue (host to device, device to host, or the rest) comes from its Kineto name.
+`is_host_sync`, `is_virtual` and `copy_queue` are the typed readers the dataflow layer uses: a
+host sync is a `trace.host_sync` or any op marked `lancet.host_sync` (the PyTorch importer's
+`.item()`); a virtual node is a `trace.payload`; a copy's queue (host to device, device to host,
+or the rest) comes from its Kineto name.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class KernelOp(IRDLOperation):
 
 @irdl_op_definition
 class PayloadOp(IRDLOperation):
-    """The tensor a collective sends, available once its dependencies are done (no cost)."""
+    """The tensor a collective sends, available once its dependencies are done: no cost, no
+    stream, no launch (`is_virtual`)."""
 
     name = "trace.payload"
     deps = var_operand_def(AnyAttr())
@@ -81,6 +84,13 @@ def is_host_sync(op: Operation) -> bool:
     """True for a `trace.host_sync` and for an op marked `lancet.host_sync` (a PyTorch
     `.item()`: the host reads a GPU value, so it waits for its producers)."""
     return isinstance(op, HostSyncOp) or attrs.HOST_SYNC in op.attributes
+
+
+def is_virtual(op: Operation) -> bool:
+    """True for the bookkeeping ops of an imported trace that are no GPU work (a
+    `trace.payload`): they happen when their operands' ops end, on no stream and with no
+    launch, and do not hold the host back (a host sync does: `is_host_sync`)."""
+    return isinstance(op, PayloadOp)
 
 
 COPY_NAME_PREFIXES: tuple[tuple[str, CopyQueue], ...] = (

@@ -19,6 +19,7 @@ from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
 from lancet_mlir.dialects.trace import copy_queue as trace_copy_queue
 from lancet_mlir.dialects.trace import is_host_sync as trace_is_host_sync
+from lancet_mlir.dialects.trace import is_virtual as trace_is_virtual
 from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
@@ -51,6 +52,18 @@ def is_host_sync(op: Operation) -> bool:
     """True for a host sync (`trace.host_sync`, an op marked `lancet.host_sync`): the host
     waits for its producers to end; it takes no GPU stream. A collective or a copy never is."""
     return not isinstance(op, CollectiveOp) and not is_copy(op) and trace_is_host_sync(op)
+
+
+def is_virtual(op: Operation) -> bool:
+    """True for a virtual node (`trace.payload`, dialects/trace.is_virtual): bookkeeping that
+    takes no stream and no launch and does not hold the host (sim/engine.py "Virtual nodes").
+    A collective, a copy or a host sync never is."""
+    return (
+        not isinstance(op, CollectiveOp)
+        and not is_copy(op)
+        and not trace_is_host_sync(op)
+        and trace_is_virtual(op)
+    )
 
 
 def collective_kind(op: Operation) -> str | None:
@@ -87,6 +100,8 @@ class DataflowGraph:
     """Each node's `CopyQueue` (`copy_queue`; 0 for a node that is no copy)."""
     is_host_sync: list[bool] = field(default_factory=list)
     """Host syncs (`is_host_sync`): zero-cost nodes on no stream that hold the host back."""
+    is_virtual: list[bool] = field(default_factory=list)
+    """Virtual nodes (`is_virtual`): zero-cost nodes on no stream that take no launch."""
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -126,6 +141,7 @@ class DataflowGraph:
         copies = [is_copy(op) for op in ops]
         queues = [int(copy_queue(op)) if c else 0 for op, c in zip(ops, copies, strict=True)]
         syncs = [is_host_sync(op) for op in ops]
+        virtual = [is_virtual(op) for op in ops]
         return cls(
             block,
             ops,
@@ -139,6 +155,7 @@ class DataflowGraph:
             is_copy=copies,
             copy_queue=queues,
             is_host_sync=syncs,
+            is_virtual=virtual,
         )
 
     # ---- queries ---------------------------------------------------------------------------

@@ -365,7 +365,7 @@ class ModuleSimulation:
             plan = plans.get(i)
             if plan is None:
                 queue = graph.copy_queue[i]
-                if graph.is_host_sync[i]:
+                if graph.is_host_sync[i] or graph.is_virtual[i]:
                     continue  # no stream, no cost
                 if own_copy_stream and queue:
                     copied[queue] = copied.get(queue, 0.0) + model[i]
@@ -433,10 +433,11 @@ def _model_times(
 def simulate_graph(
     graph: DataflowGraph, durations: Sequence[float], options: SimOptions
 ) -> tuple[list[float], Timeline, TimelineSummary]:
-    """Fixed-order evaluation of one graph: (durations, timeline, summary). A host sync costs
-    nothing, whatever the cost model said (a `.item()` of an `aten.op` has a roofline time)."""
-    syncs = graph.is_host_sync
-    durations = [0.0 if sync else float(d) for d, sync in zip(durations, syncs, strict=True)]
+    """Fixed-order evaluation of one graph: (durations, timeline, summary). A host sync or a
+    virtual node costs nothing, whatever the cost model said (a `.item()` of an `aten.op` has
+    a roofline time)."""
+    free = [s or v for s, v in zip(graph.is_host_sync, graph.is_virtual, strict=True)]
+    durations = [0.0 if f else float(d) for d, f in zip(durations, free, strict=True)]
     timeline = evaluate_fixed_order(
         graph,
         durations,
@@ -445,6 +446,7 @@ def simulate_graph(
         launch_overhead_us=options.launch_overhead_us,
         copies=graph.copy_queue if options.copy_stream else None,
         host_syncs=graph.is_host_sync,
+        virtual=graph.is_virtual,
     )
     return durations, timeline, summarize(graph, durations, timeline)
 

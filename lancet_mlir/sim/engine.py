@@ -61,6 +61,14 @@ end). List scheduling: the host takes a sync as soon as its producers end (it ne
 stream), and every op the scheduler starts after that was launched after it. A sync that
 happens at the instant its producers end releases its consumers in the same instant's batch.
 
+**Virtual nodes** (`virtual`, one flag per node: the `trace.payload` in front of an imported
+collective, `graph.dataflow.is_virtual`). Bookkeeping that is no GPU work: a zero-cost node (its
+duration is ignored) on no stream (`HOST_STREAM`, in no chain) and no launch, that happens
+when its producers end and never holds the host back: a host sync at L = 0, on every path and
+for every L (the same per-node flags, `_no_stream`: `SYNC` nodes also hold the host). So an
+imported collective waits only for its own dependencies, not for the compute launched before
+it, and with L > 0 its payload costs no launch.
+
 **Copy engines** (`copies`, one `CopyQueue` per node: 0 / False no copy, 1 / True the queue of
 the rest (device to device, peer to peer, memset), 2 host to device, 3 device to host). GPUs
 copy memory on dedicated copy engines, one per direction, not on the SMs, so a copy runs
@@ -100,6 +108,7 @@ def _check_inputs(
     launch_overhead_us: float = 0.0,
     copies: Sequence[int] | None = None,
     host_syncs: Sequence[bool] | None = None,
+    virtual: Sequence[bool] | None = None,
 ) -> int:
     n = len(graph.preds)
     if len(durations) != n:
@@ -118,6 +127,12 @@ def _check_inputs(
         for i, h in enumerate(host_syncs):
             if h and (graph.is_comm[i] or (copies is not None and copies[i])):
                 raise ValueError(f"node {i}: a host sync cannot be a collective or a copy")
+    if virtual is not None:
+        if len(virtual) != n:
+            raise ValueError(f"{len(virtual)} virtual-node flags for a graph of {n} ops")
+        for i, v in enumerate(virtual):
+            if v and (graph.is_comm[i] or (copies is not None and copies[i])):
+                raise ValueError(f"node {i}: a virtual node cannot be a collective or a copy")
     for i, d in enumerate(durations):
         if not (d >= 0.0 and math.isfinite(d)):
             raise ValueError(f"duration of node {i} must be finite and >= 0, got {d}")
@@ -156,9 +171,25 @@ def _copy_streams(copies: Sequence[int] | None, k: int) -> tuple[list[int] | Non
     return [stream_of[int(c)] if c else -1 for c in copies], queues
 
 
-def _sync_flags(host_syncs: Sequence[bool] | None) -> list[bool] | None:
-    """The host-sync flags if some node is a host sync, else None."""
-    return [bool(h) for h in host_syncs] if host_syncs is not None and any(host_syncs) else None
+ON_STREAM, SYNC, VIRTUAL = 0, 1, 2
+"""What `_no_stream` says of a node: an op on a stream, a host sync (True in a list of
+host-sync flags), a virtual node."""
+
+
+def _no_stream(
+    host_syncs: Sequence[bool] | None, virtual: Sequence[bool] | None
+) -> list[int] | None:
+    """Per node `ON_STREAM`, `VIRTUAL` or `SYNC` (a host sync wins over a virtual flag), or
+    None when every node runs on a stream (then every path is the one without them)."""
+    syncs = host_syncs if host_syncs is not None and any(host_syncs) else None
+    virt = virtual if virtual is not None and any(virtual) else None
+    if syncs is None and virt is None:
+        return None
+    n = len(syncs if syncs is not None else virt)  # type: ignore[arg-type]
+    return [
+        SYNC if syncs is not None and syncs[i] else VIRTUAL if virt is not None and virt[i] else 0
+        for i in range(n)
+    ]
 
 
 # ---- fixed-order evaluation ------------------------------------------------------------------
@@ -172,22 +203,24 @@ def evaluate_fixed_order(
     launch_overhead_us: float = 0.0,
     copies: Sequence[int] | None = None,
     host_syncs: Sequence[bool] | None = None,
+    virtual: Sequence[bool] | None = None,
 ) -> Timeline:
     """Simulate ops launched in `order` (default: node order = block order); `copies` gives
-    the copy-engine queue of each node (memcpy / memset; a bool list means one queue) and
-    `host_syncs` flags the host syncs.
+    the copy-engine queue of each node (memcpy / memset; a bool list means one queue),
+    `host_syncs` flags the host syncs and `virtual` the virtual nodes (module doc).
 
     See the module docstring for the exact semantics. Raises ValueError if the order uses a
     value before its producer ran (not a topological order).
     """
     n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
-                      copies, host_syncs)  # fmt: skip
+                      copies, host_syncs, virtual)  # fmt: skip
     seq = list(range(n)) if order is None else _check_order(order, n)
+    nostream = _no_stream(host_syncs, virtual)
     if overlap_slowdown == 1.0:
         return _fixed_order_plain(graph, durations, seq, num_comm_streams, launch_overhead_us,
-                                  copies, host_syncs)  # fmt: skip
+                                  copies, nostream)  # fmt: skip
     return _fixed_order_events(graph, durations, seq, num_comm_streams, overlap_slowdown,
-                               launch_overhead_us, copies, host_syncs)  # fmt: skip
+                               launch_overhead_us, copies, nostream)  # fmt: skip
 
 
 def _fixed_order_plain(
@@ -197,13 +230,13 @@ def _fixed_order_plain(
     k: int,
     overhead: float = 0.0,
     copies: Sequence[int] | None = None,
-    host_syncs: Sequence[bool] | None = None,
+    nostream: list[int] | None = None,
 ) -> Timeline:
-    """The O(V + E) formula: start = max(stream free, producers' end, launch end)."""
+    """The O(V + E) formula: start = max(stream free, producers' end, launch end);
+    `nostream` as `_no_stream` gives it."""
     n = len(order)
     preds, is_comm = graph.preds, graph.is_comm
     copy, queues = _copy_streams(copies, k)
-    sync = _sync_flags(host_syncs)
     start = [0.0] * n
     end = [0.0] * n
     stream = [0] * n
@@ -214,9 +247,13 @@ def _fixed_order_plain(
     chains: list[list[int]] = [[] for _ in range(streams)]
     base, launched = 0.0, 0  # the host: `launched` ops since it was released at `base`
     for pos, i in enumerate(order):
-        is_sync = sync is not None and sync[i]
-        # a launch ends at the host's clock + L; a sync happens at the host's clock
-        ready = base + (launched + (0 if is_sync else 1)) * overhead if overhead else 0.0
+        kind = nostream[i] if nostream is not None else ON_STREAM
+        # a launch ends at the host's clock + L; a sync happens at the host's clock; a
+        # virtual node only when its producers end
+        if overhead and kind != VIRTUAL:
+            ready = base + (launched + (0 if kind == SYNC else 1)) * overhead
+        else:
+            ready = 0.0
         for p in preds[i]:
             if not placed[p]:
                 raise ValueError(f"order launches node {i} before its producer {p}")
@@ -224,8 +261,8 @@ def _fixed_order_plain(
                 ready = end[p]
         launch_seq[i] = pos
         placed[i] = True
-        if is_sync:
-            if overhead and ready > base + launched * overhead:
+        if kind:
+            if kind == SYNC and overhead and ready > base + launched * overhead:
                 base, launched = ready, 0  # the host waited: it launches again from here
             start[i] = end[i] = ready
             stream[i] = HOST_STREAM
@@ -284,7 +321,7 @@ class _Engine:
         overhead: float = 0.0,
         order: list[int] | None = None,
         copies: Sequence[int] | None = None,
-        host_syncs: Sequence[bool] | None = None,
+        nostream: list[int] | None = None,
     ):
         n = len(graph.preds)
         self.overhead = overhead
@@ -301,7 +338,8 @@ class _Engine:
         self.finished = [False] * n
         self.copy, self.queues = _copy_streams(copies, k)
         """Each node's copy stream (-1: no copy), None without copies; the streams' queues."""
-        self.sync = _sync_flags(host_syncs)
+        self.nostream = nostream
+        """`_no_stream`'s flags (None: every node on a stream)."""
         streams = k + 1 + len(self.queues)
         self.chains: list[list[int]] = [[] for _ in range(streams)]
         self.t = 0.0
@@ -327,13 +365,16 @@ class _Engine:
 
     def _advance_host(self) -> None:
         """Launch times of the ops of `order` from the host's position to the next sync."""
-        order, launch_at, sync = self.order, self.launch_at, self.sync
+        order, launch_at, nostream = self.order, self.launch_at, self.nostream
         assert order is not None
         assert launch_at is not None
         while self.host_pos < len(order):
             i = order[self.host_pos]
-            if sync is not None and sync[i]:
-                return
+            if nostream is not None and nostream[i]:
+                if nostream[i] == SYNC:
+                    return
+                self.host_pos += 1  # a virtual node: the host launches nothing for it
+                continue
             self.launches += 1
             launch_at[i] = self.base + self.launches * self.overhead
             self.host_pos += 1
@@ -402,6 +443,12 @@ class _Engine:
                 now.append(j)
             self._advance_host()
         return now
+
+    def virtual_ready(self, i: int, t: float) -> list[int]:
+        """Virtual node `i`'s producers have all ended (at `t`, now): it happens now, on no
+        stream and without the host (a host sync at L = 0). Returns [i]."""
+        self._sync_at(i, t)
+        return [i]
 
     def _pass_sync(self, i: int, t: float) -> bool:
         """The host reaches sync `i` whose producers ended at `t`: it happens at max(host
@@ -513,18 +560,20 @@ class _Policy(Protocol):
 
 
 def _hand_on(engine: _Engine, policy: _Policy, nodes: list[int], t: float) -> None:
-    """Nodes whose producers have all ended (at `t`): ops go to the policy, host syncs to the
-    engine; the consumers of a sync that happens at once become ready in turn."""
-    succs, waiting, sync = engine.graph.succs, engine.waiting, engine.sync
+    """Nodes whose producers have all ended (at `t`): ops go to the policy, host syncs and
+    virtual nodes to the engine; the consumers of one that happens at once become ready in
+    turn."""
+    succs, waiting, nostream = engine.graph.succs, engine.waiting, engine.nostream
     work = list(nodes)
     k = 0
     while k < len(work):
         i = work[k]
         k += 1
-        if sync is None or not sync[i]:
+        if nostream is None or not nostream[i]:
             policy.on_ready(i, t)
             continue
-        for j in engine.sync_ready(i, t):
+        now = engine.sync_ready(i, t) if nostream[i] == SYNC else engine.virtual_ready(i, t)
+        for j in now:
             for s in succs[j]:
                 waiting[s] -= 1
                 if waiting[s] == 0:
@@ -563,8 +612,8 @@ class _FixedOrderPolicy:
     def __init__(self, engine: _Engine, order: list[int]):
         is_comm = engine.graph.is_comm
         copy = engine.copy or [-1] * len(order)
-        sync = engine.sync or [False] * len(order)
-        self.comp = [i for i in order if not is_comm[i] and copy[i] < 0 and not sync[i]]
+        nostream = engine.nostream or [ON_STREAM] * len(order)
+        self.comp = [i for i in order if not is_comm[i] and copy[i] < 0 and not nostream[i]]
         self.comm = [i for i in order if is_comm[i]]
         self.copies: list[list[int]] = [[] for _ in engine.queues]
         for i in order:
@@ -633,9 +682,9 @@ def _fixed_order_events(
     f: float,
     overhead: float = 0.0,
     copies: Sequence[int] | None = None,
-    host_syncs: Sequence[bool] | None = None,
+    nostream: list[int] | None = None,
 ) -> Timeline:
-    engine = _Engine(graph, durations, k, f, overhead, order, copies, host_syncs)
+    engine = _Engine(graph, durations, k, f, overhead, order, copies, nostream)
     return _run(engine, _FixedOrderPolicy(engine, order))
 
 
@@ -720,16 +769,17 @@ def list_schedule(
     launch_overhead_us: float = 0.0,
     copies: Sequence[int] | None = None,
     host_syncs: Sequence[bool] | None = None,
+    virtual: Sequence[bool] | None = None,
 ) -> Timeline:
     """Lancet's list scheduler (lancet-algorithms.md §5.1), deterministic.
 
     `priorities` (default all equal): larger runs first. `delayed` (default
     `weight_update_first(graph)`): held back until nothing else can run. `copies`: each
-    node's copy-engine queue (memcpy / memset; module doc), `host_syncs`: the host syncs.
-    Raises ValueError if the graph has a cycle.
+    node's copy-engine queue (memcpy / memset; module doc), `host_syncs`: the host syncs,
+    `virtual`: the virtual nodes. Raises ValueError if the graph has a cycle.
     """
     n = _check_inputs(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
-                      copies, host_syncs)  # fmt: skip
+                      copies, host_syncs, virtual)  # fmt: skip
     prio = [0.0] * n if priorities is None else list(priorities)
     if len(prio) != n:
         raise ValueError(f"{len(prio)} priorities for a graph of {n} ops")
@@ -739,7 +789,7 @@ def list_schedule(
             raise ValueError(f"delayed node {i} out of range")
         held[i] = True
     engine = _Engine(graph, durations, num_comm_streams, overlap_slowdown, launch_overhead_us,
-                     copies=copies, host_syncs=host_syncs)  # fmt: skip
+                     copies=copies, nostream=_no_stream(host_syncs, virtual))  # fmt: skip
     return _run(engine, _ListPolicy(graph.is_comm, prio, held, engine))
 
 

@@ -5,7 +5,8 @@ Ops appear in launch order (the host's order). Each carries its measured duratio
 (`lancet.launch_us`, `lancet.trace_start_us`, µs from the window's origin), its step, and for
 kernels the launching ATen op and its input shapes when the trace has them. NCCL kernels of the
 four collective kinds become `comm` ops on an i8 payload of the collective's bytes (behind a
-`trace.payload` that joins their dependencies); other NCCL kernels stay `trace.kernel` with
+`trace.payload` that joins their dependencies: a virtual node, on no stream and with no launch,
+so the collective waits for nothing else); other NCCL kernels stay `trace.kernel` with
 `lancet.trace_comm`. Dependencies are SSA edges: the previous op of the stream, event waits,
 data dependencies, and host syncs: a `trace.host_sync` of the awaited ops at the sync's place
 in launch order (where the host call returns), whose token feeds the next op of every stream.
@@ -52,9 +53,10 @@ def _f(x: float) -> FloatAttr:
 
 
 def _comm_op(
-    kind: str, nbytes: int, group: tuple[int, ...], world: int, dep: SSAValue
+    kind: str, nbytes: int, group: tuple[int, ...], world: int, deps: list[SSAValue]
 ) -> tuple[Operation, Operation]:
-    """(payload op, collective op) for `kind` moving `nbytes` over `group`."""
+    """(payload op, collective op) for `kind` moving `nbytes` over `group`; the payload joins
+    the collective's dependencies `deps` (a virtual node: no stream, no launch)."""
     g = max(1, len(group))
     per = max(1, math.ceil(max(nbytes, 1) / g))
     props: dict[str, Attribute | None] = {}
@@ -62,18 +64,18 @@ def _comm_op(
         props["groups"] = GroupsAttr([list(group)])
     if kind == CollectiveKind.ALLREDUCE:
         ty = TensorType(I8, [max(nbytes, 1)])
-        payload = PayloadOp.create(operands=[dep], result_types=[ty])
+        payload = PayloadOp.create(operands=deps, result_types=[ty])
         return payload, AllReduceOp([payload.results[0]], [ty], props)
     if kind == CollectiveKind.ALL_TO_ALL:
         ty = TensorType(I8, [g, per])
-        payload = PayloadOp.create(operands=[dep], result_types=[ty])
+        payload = PayloadOp.create(operands=deps, result_types=[ty])
         return payload, AllToAllOp([payload.results[0]], [ty], props)
     if kind == CollectiveKind.ALLGATHER:
         ty_in, ty_out = TensorType(I8, [1, per]), TensorType(I8, [g, per])
-        payload = PayloadOp.create(operands=[dep], result_types=[ty_in])
+        payload = PayloadOp.create(operands=deps, result_types=[ty_in])
         return payload, AllGatherOp([payload.results[0]], [ty_out], props)
     ty_in, ty_out = TensorType(I8, [g, per]), TensorType(I8, [1, per])
-    payload = PayloadOp.create(operands=[dep], result_types=[ty_in])
+    payload = PayloadOp.create(operands=deps, result_types=[ty_in])
     return payload, ReduceScatterOp([payload.results[0]], [ty_out], props)
 
 
@@ -139,17 +141,9 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
             "lancet.trace_step": IntegerAttr(inf.step, i64),
         }
         if inf.kind == "comm" and inf.comm_kind in COMM_DIALECT_KINDS:
-            if len(operands) == 1:
-                dep = operands[0]
-            else:
-                join = KernelOp.create(
-                    operands=operands,
-                    result_types=[token],
-                    attributes={attrs.TIME_US: _f(0.0), "name": StringAttr("join")},
-                )
-                block.add_op(join)
-                dep = join.results[0]
-            payload, coll = _comm_op(inf.comm_kind, inf.comm_bytes, inf.group or (), world, dep)
+            payload, coll = _comm_op(
+                inf.comm_kind, inf.comm_bytes, inf.group or (), world, operands
+            )
             payload.attributes[attrs.TIME_US] = _f(0.0)
             coll.attributes.update(props)
             coll.attributes["name"] = StringAttr(o.name)
