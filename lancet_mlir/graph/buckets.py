@@ -20,9 +20,19 @@ FUSABLE_KINDS = fusable_kinds()
 """The kinds comm-bucket-fusion may merge (the collective registry's fusable ones)."""
 
 
+def measured_collective(op: Operation) -> bool:
+    """A collective whose time is given (`lancet.time_us`, e.g. every NCCL kernel
+    `lancet-trace import` writes): the measured time includes waiting for the other ranks,
+    and a fused op's time cannot be derived from its members' measurements (the comm model
+    would price wire time only, dropping the waiting), so no pass fuses it."""
+    return isinstance(op, CollectiveOp) and attrs.TIME_US in op.attributes
+
+
 def fusion_key(op: Operation) -> tuple | None:
-    """Ops with equal keys may share a bucket: same op, properties and element types."""
-    if not isinstance(op, CollectiveOp):
+    """Ops with equal keys may share a bucket: same op, properties and element types. None
+    for an op that fuses with nothing: not a collective, or a measured one
+    (`measured_collective`)."""
+    if not isinstance(op, CollectiveOp) or measured_collective(op):
         return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
     dtypes = tuple(
@@ -54,7 +64,9 @@ def plan_buckets(graph: DataflowGraph, visit: Sequence[int], bucket_bytes: int) 
     """Group the collectives `visit` into buckets, taking them in that order.
 
     Each fusion kind (`fusion_key`) fills its own open bucket, which closes as soon as it
-    holds at least `bucket_bytes`, or at the end. Before a node joins, every open bucket
+    holds at least `bucket_bytes`, or at the end. A measured collective
+    (`measured_collective`) is a bucket of its own and touches no open bucket: it is never
+    fused, so it cannot close a cycle. Before a node joins, every open bucket
     with a member it depends on (whatever that bucket's kind) closes. Returns every bucket,
     singletons included, members in visit order, buckets by their first member's visit
     index. `graph`'s node order must be topological (it is for a dominance-valid block), and
@@ -93,6 +105,9 @@ def plan_buckets(graph: DataflowGraph, visit: Sequence[int], bucket_bytes: int) 
 
     for node in visit:
         key = fusion_key(graph.ops[node])
+        if key is None and measured_collective(graph.ops[node]):
+            result.append(Bucket((node,), graph.payload_bytes[node]))
+            continue
         if key is None:
             raise ValueError(f"node {node} ({graph.ops[node].name}) is not a collective")
         for other in [k for k, b in open_buckets.items() if _depends_on(graph, b, node)]:

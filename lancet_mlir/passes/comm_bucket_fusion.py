@@ -31,7 +31,10 @@ class CommBucketFusionPass(CheckedOptions, ModulePass):
     compatible ones (same kind, reduction, group, element type and axis) accumulate in a
     bucket until it holds `bucket-bytes`; each bucket of two or more becomes one variadic
     collective placed where its last member was. Unlike Lancet, a collective that depends
-    on a member of the open bucket closes that bucket first (no cycles).
+    on a member of the open bucket closes that bucket first (no cycles). A collective with a
+    measured `lancet.time_us` (an imported NCCL kernel: its time includes waiting for the
+    peers, so a fused op's cannot be derived from it) is never bucketed
+    (`graph.buckets.measured_collective`).
 
     Options:
       bucket-bytes: bucket size in bytes (default 25 MiB, PyTorch DDP's); 0 disables.

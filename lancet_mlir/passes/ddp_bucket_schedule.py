@@ -45,7 +45,8 @@ class DdpBucketSchedulePass(CheckedOptions, ModulePass):
     Gradient all-reduces (those whose operands come from `lancet.role = "dw"` ops, or every
     all-reduce when the module has no role annotations) are assigned to buckets in the order
     their gradients become ready (program order of the producers); a bucket closes once it
-    holds `bucket-bytes`. Each bucket becomes one variadic `comm.allreduce` launched right
+    holds `bucket-bytes`; one with a measured `lancet.time_us` (an imported NCCL kernel) is a
+    bucket of its own (`graph.buckets.measured_collective`). Each bucket becomes one variadic `comm.allreduce` launched right
     after its last producer, as DDP launches a bucket as soon as it is full; consumers (the
     optimizer updates) follow it. Other ops keep their relative order as far as the data
     dependencies allow; the result is a valid topological order and computes the same values.

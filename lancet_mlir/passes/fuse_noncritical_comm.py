@@ -28,8 +28,10 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
     """Lancet's non-critical all-reduce fusion (lancet-algorithms.md §7.5), index bug fixed.
 
     Per block, in its current order: consecutive compatible all-reduces on the communication
-    stream (same op, properties and element types) whose fused op could start before the
-    second one ends are merged when the simulated makespan does not grow; equal makespan
+    stream (same op, properties and element types; neither with a measured `lancet.time_us`,
+    e.g. an imported NCCL kernel, whose time includes waiting for the peers and so says
+    nothing of a fused op's: `graph.buckets.measured_collective`) whose fused op could start
+    before the second one ends are merged when the simulated makespan does not grow; equal makespan
     with one op fewer counts as better. The fused collective takes the later member's place
     (`fuse_collectives`), its time comes from the cost model. The other ops keep their
     relative order. Blocks are visited innermost first; an op with regions (or a call) costs

@@ -148,7 +148,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     3. local search: critical-path moves from the pipeline's schedule, the input order, FIFO
        and the upward-rank list schedule, within the evaluation budget of `max-seconds`;
     4. fusion (`fusion=true`): all-reduces off the critical path merged when the makespan
-       does not grow (§7.5, as `fuse-noncritical-comm`), then a short local search.
+       does not grow (§7.5, as `fuse-noncritical-comm`: never one with a measured
+       `lancet.time_us`, such as an imported NCCL kernel), then a short local search.
     The partition stage (`partition=`) runs on the module before these. With `auto` (the
     default) it makes candidates: the module unpartitioned, Lancet's DP plan
     (`moe-partition`), whole MoE layers with the attention and FFN around them in 2, 4

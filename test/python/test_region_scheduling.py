@@ -84,23 +84,24 @@ def test_schedulers_run_the_loop_under_the_all_reduce(spec: str) -> None:
     assert _top_makespan(module) == 42.0
 
 
-# w1, w2 (1 each) -> r1, r2 (all-reduces, 10 each) -> u1, u2; an scf.execute_region whose body
-# is a 100 µs op. The fused all-reduce of the two (512 bytes, 8 ranks, the h100 table: 36.46 µs)
-# ends at 38.46, long before the region ends at 102: merging costs nothing (104 µs either way,
-# one op fewer). With the region at the cost model's 0 µs the unfused pair ended at 22 and the
-# merge looked like 40.46 µs: it was refused.
+# w1, w2 (1 each) -> r1, r2 (all-reduces of 256 bytes, 8 ranks, priced by the h100 table at
+# 36.46 µs each: a measured lancet.time_us would forbid fusing them) -> u1 (50), u2 (1); an
+# scf.execute_region whose body is a 100 µs op. The fused all-reduce (512 bytes: 36.46 µs)
+# ends at 38.46, long before the region ends at 102, after which u1 and u2 run: 153 µs either
+# way, one op fewer. With the region at the cost model's 0 µs the unfused pair let u1 run at
+# 37.46 (u2 ends at 88.46) and the merge looked like 89.46 µs: it was refused.
 FUSE = f"""
 module attributes {{lancet.world_size = 8 : i64}} {{
 func.func @f(%x: {T}, %y: {T}) -> ({T}, {T}, {T}) {{
   {_op("w1", 1.0)}
   {_op("w2", 1.0, "%y")}
-  %r1 = comm.allreduce %w1 {{lancet.time_us = 10.0 : f64}} : ({T}) -> {T}
-  %r2 = comm.allreduce %w2 {{lancet.time_us = 10.0 : f64}} : ({T}) -> {T}
+  %r1 = comm.allreduce %w1 : ({T}) -> {T}
+  %r2 = comm.allreduce %w2 : ({T}) -> {T}
   %c = "scf.execute_region"() ({{
     {_op("i", 100.0)}
     scf.yield %i : {T}
   }}) : () -> {T}
-  {_op("u1", 1.0, "%r1")}
+  {_op("u1", 50.0, "%r1")}
   {_op("u2", 1.0, "%r2")}
   func.return %u1, %u2, %c : {T}, {T}, {T}
 }}
@@ -116,7 +117,7 @@ def test_fusion_merges_all_reduces_hidden_under_a_region() -> None:
     run_pipeline(module, "fuse-noncritical-comm")
     assert _names(_body(module)) == ["w1", "w2", "c", "r1", "u1", "u2"]
     assert "%r1, %r2 = comm.allreduce %w1, %w2" in to_text(module)
-    assert _top_makespan(module) == 104.0
+    assert _top_makespan(module) == 153.0
 
 
 class Counting:

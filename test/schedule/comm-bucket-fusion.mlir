@@ -79,11 +79,28 @@ func.func @gathers(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<64xf32>, t
 
 // -----
 
-// The fused op keeps the annotations all its members share (lancet.role), not per-op timings.
+// The fused op keeps the annotations all its members share (lancet.role), not per-op timings
+// (a simulation's lancet.start_us / lancet.stream).
 func.func @annotations(%x: tensor<16xf32>, %y: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
-  %a = comm.allreduce %x {lancet.role = "dw", lancet.time_us = 3.0 : f64, tag = 1 : i64} : (tensor<16xf32>) -> tensor<16xf32>
-  %b = comm.allreduce %y {lancet.role = "dw", lancet.time_us = 4.0 : f64, tag = 2 : i64} : (tensor<16xf32>) -> tensor<16xf32>
+  %a = comm.allreduce %x {lancet.role = "dw", lancet.start_us = 3.0 : f64, lancet.stream = 1 : i64, tag = 1 : i64} : (tensor<16xf32>) -> tensor<16xf32>
+  %b = comm.allreduce %y {lancet.role = "dw", lancet.start_us = 4.0 : f64, lancet.stream = 1 : i64, tag = 2 : i64} : (tensor<16xf32>) -> tensor<16xf32>
   func.return %a, %b : tensor<16xf32>, tensor<16xf32>
 }
 // BIG-LABEL: func.func @annotations
 // BIG-NEXT:    %a, %b = comm.allreduce %x, %y {lancet.role = "dw"} : (tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+
+// -----
+
+// A collective with a measured time (lancet.time_us, as every imported NCCL kernel has: it
+// includes waiting for the peers) is never bucketed: the fused op's time could not be derived
+// from the measurements. %a and %c (no time) fuse around it; %b stays alone.
+func.func @measured(%x: tensor<16xf32>, %y: tensor<16xf32>, %z: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %a = comm.allreduce %x : (tensor<16xf32>) -> tensor<16xf32>
+  %b = comm.allreduce %y {lancet.time_us = 4.0 : f64} : (tensor<16xf32>) -> tensor<16xf32>
+  %c = comm.allreduce %z : (tensor<16xf32>) -> tensor<16xf32>
+  func.return %a, %b, %c : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+// BIG-LABEL: func.func @measured
+// BIG-NEXT:    %b = comm.allreduce %y {lancet.time_us = 4.000000e+00 : f64} : (tensor<16xf32>) -> tensor<16xf32>
+// BIG-NEXT:    %a, %c = comm.allreduce %x, %z : (tensor<16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+// BIG-NEXT:    func.return %a, %b, %c
