@@ -195,30 +195,28 @@ def _report(args: argparse.Namespace) -> dict:
 
 
 def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> dict:
-    """Run `spec` on the step's data-dependency module. The time it saves, as our simulator rates
-    the block order (one compute, one comm and one stream per copy queue, no launch cost), comes off the
-    replayed period: an upper bound on the gain of a host-paced step, whose GPU has slack."""
+    """Run `spec` on the step's data-dependency module. The time it saves on the target step's
+    simulated period (`simulated_step_period_us`: last end of step N minus last end of step
+    N-1, as the replay measures a period; our simulator rates the block order: one compute, one
+    comm and one stream per copy queue, no launch cost) comes off the replayed period: an upper
+    bound on the gain of a host-paced step, whose GPU has slack."""
     from xdsl.context import Context
     from xdsl.passes import PassPipeline
 
     from lancet_mlir.cost.cost_model import CostConfig, CostModel
     from lancet_mlir.importers.traces.build import build_module
+    from lancet_mlir.importers.traces.report import simulated_step_period_us
     from lancet_mlir.passes import get_all_passes
-    from lancet_mlir.sim.blocks import simulate_module
 
     module = build_module(steps, data_only=True)
     model = CostModel.build(CostConfig(device=device))
-
-    def makespan() -> float:
-        return sum(r.summary.makespan_us for r in simulate_module(module, model) if r.top_level)
-
-    before = makespan()
+    before = simulated_step_period_us(module, model)
     try:
         pipeline = PassPipeline.parse_spec(get_all_passes(), spec)
     except ValueError as exc:
         raise UserError(f"--pipeline: {exc}") from None
     pipeline.apply(Context(allow_unregistered=True), module)
-    after = makespan()
+    after = simulated_step_period_us(module, model)
     base = report.get("replayed_period_us") or report["predicted_period_us"]
     return {
         "spec": spec,
@@ -249,7 +247,7 @@ def _summary(report: dict) -> str:
     if pipe:
         lines.append(
             f"pipeline {pipe['spec']}: {pipe['simulated_before_us']:.1f} -> "
-            f"{pipe['simulated_after_us']:.1f} us simulated, step {pipe['replayed_period_us']:.1f} -> "
+            f"{pipe['simulated_after_us']:.1f} us simulated step period, step {pipe['replayed_period_us']:.1f} -> "
             f"{pipe['predicted_period_us']:.1f} us"
         )
     coll = report.get("collectives")

@@ -15,7 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
 
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.func import FuncOp
+
 from lancet_mlir.importers.traces.step import StepTrace
+from lancet_mlir.sim.blocks import GraphCostModel, simulate_module
+from lancet_mlir.sim.options import module_sim_options
 from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph, Rendezvous, ReplayResult, replay
 from lancet_mlir.support.errors import UserError
 
@@ -127,6 +132,38 @@ def _period(st: StepTrace, end: list[float], shift: float = 0.0) -> float:
     if st.prev_last >= 0:
         return last - end[st.prev_last]
     return last - (st.step_ts + shift)
+
+
+TRACE_STEP = "lancet.trace_step"
+"""The step (`ProfilerStep#N`) an imported op belongs to, and on its function the target step."""
+
+
+def simulated_step_period_us(module: ModuleOp, cost_model: GraphCostModel) -> float:
+    """The simulated period of each rank function's target step in `module` (an imported
+    module, `importers.traces.build`), summed over its top-level blocks: as the replay's period,
+    last end to last end: the latest end of an op of step N (the function's
+    `lancet.trace_step`) minus the latest end of an op of the step before it (the warm-up step
+    the module also holds); with no op of an earlier step, from the simulation's start. Ops
+    without a step (the payloads, joins and host syncs the import adds) are not counted.
+    Simulated under the module's options (`lancet.launch_overhead_us`, ...)."""
+    total = 0.0
+    for res in simulate_module(module, cost_model, module_sim_options(module)):
+        if not res.top_level or not res.graph.ops:
+            continue
+        func = res.graph.ops[0].parent_op()
+        target = func.attributes.get(TRACE_STEP) if isinstance(func, FuncOp) else None
+        if not isinstance(target, IntegerAttr):
+            total += res.summary.makespan_us  # not an imported step: its makespan
+            continue
+        last: dict[int, float] = {}
+        for op, end in zip(res.graph.ops, res.timeline.end, strict=True):
+            step = op.attributes.get(TRACE_STEP)
+            if isinstance(step, IntegerAttr):
+                last[step.value.data] = max(last.get(step.value.data, 0.0), end)
+        n = target.value.data
+        earlier = [k for k in last if k < n]
+        total += last.get(n, 0.0) - (last[max(earlier)] if earlier else 0.0)
+    return total
 
 
 def _shift(g: RankGraph, dt: float) -> RankGraph:
