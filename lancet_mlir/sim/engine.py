@@ -100,6 +100,25 @@ from lancet_mlir.sim.model import COMPUTE_STREAM, HOST_STREAM, Timeline
 
 
 # ---- input checks ----------------------------------------------------------------------------
+def _check_stream_less(
+    graph: Graph,
+    copies: Sequence[int] | None,
+    flags: Sequence[bool] | None,
+    what: str,
+    kind: str,
+) -> None:
+    """Flags of stream-less nodes (host syncs, virtual nodes): one per node, none on a
+    collective or a copy."""
+    if flags is None:
+        return
+    n = len(graph.preds)
+    if len(flags) != n:
+        raise ValueError(f"{len(flags)} {what} for a graph of {n} ops")
+    for i, f in enumerate(flags):
+        if f and (graph.is_comm[i] or (copies is not None and copies[i])):
+            raise ValueError(f"node {i}: {kind} cannot be a collective or a copy")
+
+
 def _check_inputs(
     graph: Graph,
     durations: Sequence[float],
@@ -121,18 +140,8 @@ def _check_inputs(
                 raise ValueError(f"copy queue of node {i} must be a CopyQueue (0..3), got {c}")
         if any(c and m for c, m in zip(copies, graph.is_comm, strict=True)):
             raise ValueError("a collective cannot be a copy")
-    if host_syncs is not None:
-        if len(host_syncs) != n:
-            raise ValueError(f"{len(host_syncs)} host-sync flags for a graph of {n} ops")
-        for i, h in enumerate(host_syncs):
-            if h and (graph.is_comm[i] or (copies is not None and copies[i])):
-                raise ValueError(f"node {i}: a host sync cannot be a collective or a copy")
-    if virtual is not None:
-        if len(virtual) != n:
-            raise ValueError(f"{len(virtual)} virtual-node flags for a graph of {n} ops")
-        for i, v in enumerate(virtual):
-            if v and (graph.is_comm[i] or (copies is not None and copies[i])):
-                raise ValueError(f"node {i}: a virtual node cannot be a collective or a copy")
+    _check_stream_less(graph, copies, host_syncs, "host-sync flags", "a host sync")
+    _check_stream_less(graph, copies, virtual, "virtual-node flags", "a virtual node")
     for i, d in enumerate(durations):
         if not (d >= 0.0 and math.isfinite(d)):
             raise ValueError(f"duration of node {i} must be finite and >= 0, got {d}")
