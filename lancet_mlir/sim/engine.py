@@ -60,6 +60,8 @@ the host has not passed no launch time yet, and passes the syncs in order as the
 end). List scheduling: the host takes a sync as soon as its producers end (it needs no
 stream), and every op the scheduler starts after that was launched after it. A sync that
 happens at the instant its producers end releases its consumers in the same instant's batch.
+There is one host: a trace's syncs block only their own thread (the import feeds a sync's
+token only to that thread's ops), but with L > 0 this one clock stalls every later launch.
 
 **Virtual nodes** (`virtual`, one flag per node: the `trace.payload` in front of an imported
 collective, `graph.dataflow.is_virtual`). Bookkeeping that is no GPU work: a zero-cost node (its

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lancet_mlir.tools.cli import (
     ArgumentParser,
@@ -25,6 +26,10 @@ from lancet_mlir.tools.cli import (
     positive_float,
 )
 from lancet_mlir.tools.errors import UserError, run_cli
+
+if TYPE_CHECKING:
+    from lancet_mlir.importers.traces.report import CommTime, WhatIf
+    from lancet_mlir.importers.traces.step import StepTrace
 
 TOOL = "lancet-trace"
 
@@ -186,7 +191,9 @@ def _report(args: argparse.Namespace) -> dict:
         durations, fidelity = model_durations(steps, device)
     report = replay_steps(steps, what, comm_time, durations)
     if getattr(args, "pipeline", None):
-        report["pipeline"] = _run_pipeline(steps, args.pipeline, device, report)
+        report["pipeline"] = _run_pipeline(
+            steps, args.pipeline, device, report, what, comm_time, durations
+        )
     report["costs"] = args.costs
     report["device_preset"] = device
     if fidelity is not None:
@@ -194,21 +201,46 @@ def _report(args: argparse.Namespace) -> dict:
     return report
 
 
-def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> dict:
-    """Run `spec` on the step's data-dependency module. The time it saves on the target step's
-    simulated period (`simulated_step_period_us`: last end of step N minus last end of step
-    N-1, as the replay measures a period; our simulator rates the block order: one compute, one
-    comm and one stream per copy queue, no launch cost) comes off the replayed period: an upper
-    bound on the gain of a host-paced step, whose GPU has slack."""
+def _run_pipeline(
+    steps: list[StepTrace],
+    spec: str,
+    device: str | None,
+    report: dict,
+    what: WhatIf,
+    comm_time: CommTime | None,
+    durations: list[list[float]] | None,
+) -> dict:
+    """Run `spec` on the step's data-dependency module, built with the durations the what-if
+    replay used (`whatif_durations`: `--costs`, `--compute-scale`, `--network-scale` on the
+    wire time) and simulated with `--launch-overhead-us` when given (the module's
+    `lancet.launch_overhead_us`, so the passes see it too and schedule for the what-if machine).
+    The time it saves on the target step's simulated period (`simulated_step_period_us`: last
+    end of step N minus last end of step N-1, as the replay measures a period; our simulator
+    rates the block order: one compute, one comm and one stream per copy queue, one host) comes
+    off the what-if replay's period (the same scales): an upper bound on the gain of a
+    host-paced step, whose GPU has slack."""
     from xdsl.context import Context
+    from xdsl.dialects.builtin import FloatAttr, f64
     from xdsl.passes import PassPipeline
 
+    from lancet_mlir import attrs
     from lancet_mlir.cost.cost_model import CostConfig, CostModel
     from lancet_mlir.importers.traces.build import build_module
-    from lancet_mlir.importers.traces.report import simulated_step_period_us
+    from lancet_mlir.importers.traces.report import simulated_step_period_us, whatif_durations
     from lancet_mlir.passes import get_all_passes
 
-    module = build_module(steps, data_only=True)
+    durs = whatif_durations(steps, what, comm_time, durations)
+    module = build_module(steps, data_only=True, durations=durs)
+    notes = []
+    if what.launch_overhead_us is not None:
+        module.attributes[attrs.LAUNCH_OVERHEAD_US] = FloatAttr(what.launch_overhead_us, f64)
+        threads = {len(st.thread_index) for st in steps}
+        if what.launch_overhead_us > 0 and max(threads, default=0) > 1:
+            notes.append(
+                "one_host: the simulator has one host, so with a launch overhead the launches "
+                "of all the trace's host threads are serialized in block order and a host sync "
+                "stalls every launch after it, whichever thread made it"
+            )
     model = CostModel.build(CostConfig(device=device))
     before = simulated_step_period_us(module, model)
     try:
@@ -217,8 +249,8 @@ def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> d
         raise UserError(f"--pipeline: {exc}") from None
     pipeline.apply(Context(allow_unregistered=True), module)
     after = simulated_step_period_us(module, model)
-    base = report.get("replayed_period_us") or report["predicted_period_us"]
-    return {
+    base = report["predicted_period_us"]
+    out = {
         "spec": spec,
         "simulated_before_us": round(before, 3),
         "simulated_after_us": round(after, 3),
@@ -226,6 +258,9 @@ def _run_pipeline(steps: list, spec: str, device: str | None, report: dict) -> d
         "predicted_period_us": round(base - (before - after), 3),
         "replayed_period_us": base,
     }
+    if notes:
+        out["notes"] = notes
+    return out
 
 
 def _summary(report: dict) -> str:
@@ -249,6 +284,11 @@ def _summary(report: dict) -> str:
             f"pipeline {pipe['spec']}: {pipe['simulated_before_us']:.1f} -> "
             f"{pipe['simulated_after_us']:.1f} us simulated step period, step {pipe['replayed_period_us']:.1f} -> "
             f"{pipe['predicted_period_us']:.1f} us"
+            + (
+                f"; notes: {', '.join(n.split(':')[0] for n in pipe['notes'])}"
+                if "notes" in pipe
+                else ""
+            )
         )
     coll = report.get("collectives")
     if coll:

@@ -8,8 +8,25 @@ four collective kinds become `comm` ops on an i8 payload of the collective's byt
 `trace.payload` that joins their dependencies: a virtual node, on no stream and with no launch,
 so the collective waits for nothing else); other NCCL kernels stay `trace.kernel` with
 `lancet.trace_comm`. Dependencies are SSA edges: the previous op of the stream, event waits,
-data dependencies, and host syncs: a `trace.host_sync` of the awaited ops at the sync's place
-in launch order (where the host call returns), whose token feeds the next op of every stream.
+data dependencies, and host syncs.
+
+Host syncs: a `trace.host_sync` of the awaited ops at the sync's place in launch order (where
+the host call returns), chained to the previous sync of the same host thread (the thread passes
+them in order). A sync blocks only the thread that called it: its token feeds the first op of
+each stream that thread launches after it (the stream order keeps its later ones after that),
+never an op launched by another thread or by no known call. The simulator has one host
+(sim/engine.py "Host syncs"): at launch overhead 0 (the default) a sync is only these edges,
+per thread; with an overhead > 0 the one host clock stalls at every sync, so the ops later in
+block order wait for it whichever thread launched them (an approximation for several threads).
+
+`data_only` (what `lancet-trace whatif --pipeline` rewrites; a pass may reorder whatever the
+edges allow) drops the stream order except where the trace cannot show the dependency: on one
+stream, the kernels of one ATen op call (the same `cpu_op` event of `OpInfo.cpu_op`: by External
+id in the new Kineto schema, the innermost `cpu_op` with Input Dims around the launch in the old)
+keep their order (they share workspace memory: a split-K GEMM and its `splitKreduce`), and an
+op without a known ATen op (every Chakra node) keeps the stream's previous op and the next; and
+every op a thread launches after a sync takes that sync's token (with the chain, after all its
+thread's earlier syncs: one edge per op and per sync).
 """
 
 from __future__ import annotations
@@ -79,62 +96,100 @@ def _comm_op(
     return payload, ReduceScatterOp([payload.results[0]], [ty_out], props)
 
 
-def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
+def _stream_deps(
+    j: int,
+    st: StepTrace,
+    last: dict[int, int],
+    last_of: dict[tuple[int, int], int],
+    data_only: bool,
+) -> list[int]:
+    """The stream-order predecessors of op `j` (ops visited in launch order; updates `last`
+    and `last_of`). The full module: the stream's previous op. `data_only`: the previous op of
+    the same launching ATen op on the stream (its kernels share workspace memory the execution
+    trace does not show, e.g. a split-K GEMM and its `splitKreduce`), and the stream's previous
+    op where either op's launching ATen op is unknown (it may belong to its neighbours')."""
+    o = st.graph.ops[j]
+    cpu_op = st.info[j].cpu_op
+    # the ATen op call (one `cpu_op` event); its id() is a dict key only, never an order
+    key = id(cpu_op) if cpu_op is not None else None
+    prev = last.get(o.stream)
+    last[o.stream] = j
+    same = last_of.get((o.stream, key)) if key is not None else None
+    if key is not None:
+        last_of[(o.stream, key)] = j
+    if prev is None:
+        return []
+    if not data_only:
+        return [prev]
+    deps: list[int] = []
+    if key is None or st.info[prev].cpu_op is None:
+        deps.append(prev)
+    if same is not None and same not in deps:
+        deps.append(same)
+    return deps
+
+
+def _rank_func(
+    st: StepTrace, world: int, data_only: bool = False, durations: list[float] | None = None
+) -> FuncOp:
     g = st.graph
     ops, info = g.ops, st.info
     order = sorted(range(len(ops)), key=lambda j: (info[j].launch_ts, ops[j].ts, j))
-    # host syncs: a `trace.host_sync` on the awaited ops where the host returns from the
-    # call, before the first op launched from then on; its token feeds the next op of every
-    # stream (the ops launched after it: the simulator holds the host there)
-    sync_points = sorted((c.ts + c.dur, c.waits) for c in g.calls if c.waits)
+    # host syncs (module doc "Host syncs"): a `trace.host_sync` on the awaited ops where the
+    # host returns from the call, before the first op launched from then on
+    sync_points = sorted((c.ts + c.dur, c.thread, c.waits) for c in g.calls if c.waits)
     syncs_before: dict[int, list[int]] = {}  # op -> the syncs placed just before it
-    fed: dict[int, list[int]] = {}  # op -> the syncs whose token it takes
     trailing: list[int] = []  # syncs after the last launch
     if sync_points:
-        by_stream: dict[int, list[int]] = {}
-        for j in order:
-            by_stream.setdefault(ops[j].stream, []).append(j)
         launch_times = [info[j].launch_ts for j in order]
-        for k, (t, _) in enumerate(sync_points):
+        for k, (t, _, _) in enumerate(sync_points):
             pos = bisect.bisect_left(launch_times, t)
             (syncs_before.setdefault(order[pos], []) if pos < len(order) else trailing).append(k)
-            for js in by_stream.values():
-                nxt = next((j for j in js if info[j].launch_ts >= t), None)
-                if nxt is not None:
-                    fed.setdefault(nxt, []).append(k)
     block = Block()
     value: dict[int, SSAValue] = {}
-    sync_value: dict[int, SSAValue] = {}
-    last: dict[int, int] = {}
+    last: dict[int, int] = {}  # stream -> its last op so far
+    last_of: dict[tuple[int, int], int] = {}  # (stream, launching ATen op) -> its last op
+    cur_sync: dict[int, SSAValue] = {}  # host thread -> the token of its latest sync
+    sync_gen: dict[int, int] = {}  # host thread -> how many syncs it has had
+    fed_gen: dict[tuple[int, int], int] = {}  # (thread, stream) -> the sync it last fed
     inv_stream = {k: s for s, k in st.stream_index.items()}
     token = TokenType()
 
     def add_syncs(ks: list[int]) -> None:
         for k in ks:
-            awaited = [value[w] for w in sync_points[k][1] if w in value]
+            _, thread, waits = sync_points[k]
+            awaited = [value[w] for w in waits if w in value]
             if not awaited:
                 continue  # it awaits nothing this window launched before it
+            # chained to the previous sync of its thread: the host passes them in order
+            chain = [cur_sync[thread]] if thread in cur_sync else []
             sync = HostSyncOp.create(
-                operands=awaited, result_types=[token], attributes={attrs.TIME_US: _f(0.0)}
+                operands=awaited + chain,
+                result_types=[token],
+                attributes={attrs.TIME_US: _f(0.0)},
             )
             block.add_op(sync)
-            sync_value[k] = sync.results[0]
+            cur_sync[thread] = sync.results[0]
+            sync_gen[thread] = sync_gen.get(thread, 0) + 1
 
     for j in order:
         add_syncs(syncs_before.get(j, []))
         o, inf = ops[j], info[j]
-        deps: list[int] = []
-        prev = last.get(o.stream)
-        if prev is not None and not data_only:
-            deps.append(prev)
+        deps = _stream_deps(j, st, last, last_of, data_only)
         for d in o.deps:
             if d in value and d not in deps:
                 deps.append(d)
-        last[o.stream] = j
         operands = [value[d] for d in deps if d in value]
-        operands += [sync_value[k] for k in fed.get(j, []) if k in sync_value]
+        thread = g.calls[o.launch].thread if o.launch >= 0 else None
+        if thread is not None and thread in cur_sync:
+            # all: every op its thread launches after the sync; else the first per stream
+            # (the stream order keeps the rest after it)
+            gen = sync_gen[thread]
+            if data_only or fed_gen.get((thread, o.stream)) != gen:
+                operands.append(cur_sync[thread])
+                fed_gen[(thread, o.stream)] = gen
         props: dict[str, Attribute] = {
-            attrs.TIME_US: _f(o.dur),
+            attrs.TIME_US: _f(o.dur if durations is None else durations[j]),
             "lancet.trace_stream": IntegerAttr(inv_stream.get(o.stream, o.stream), i64),
             "lancet.launch_us": _f(inf.launch_ts),
             "lancet.trace_start_us": _f(o.ts),
@@ -183,11 +238,22 @@ def _rank_func(st: StepTrace, world: int, data_only: bool = False) -> FuncOp:
     return func
 
 
-def build_module(steps: list[StepTrace], data_only: bool = False) -> ModuleOp:
-    """The module of one or several ranks' steps (ranks in rank order). `data_only`: no stream
-    order edges, only event waits, host syncs and data dependencies (what a pass may reorder)."""
+def build_module(
+    steps: list[StepTrace],
+    data_only: bool = False,
+    durations: list[list[float]] | None = None,
+) -> ModuleOp:
+    """The module of one or several ranks' steps (ranks in rank order). `data_only`: the
+    dependencies a pass may not break, without the rest of the stream order (module doc).
+    `durations[i][j]` replaces op j's measured `lancet.time_us` in `steps[i]` (a what-if's)."""
     world = max([st.world_size for st in steps] + [len(steps)])
-    funcs = [_rank_func(st, world, data_only) for st in sorted(steps, key=lambda s: s.rank)]
+    durs: list[list[float] | None] = (
+        list(durations) if durations is not None else [None] * len(steps)
+    )
+    if len(durs) != len(steps):
+        raise ValueError(f"{len(durs)} duration lists for {len(steps)} steps")
+    ranked = sorted(zip(steps, durs, strict=True), key=lambda p: p[0].rank)
+    funcs = [_rank_func(st, world, data_only, d) for st, d in ranked]
     module = ModuleOp(funcs)
     module.attributes[attrs.WORLD_SIZE] = IntegerAttr(world, i64)
     module.attributes["lancet.trace_ranks"] = ArrayAttr([IntegerAttr(s.rank, i64) for s in steps])

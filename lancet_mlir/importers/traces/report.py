@@ -249,6 +249,34 @@ def single_rank_wire(st: StepTrace, comm_time: CommTime | None) -> list[float]:
     return out
 
 
+def whatif_durations(
+    steps: list[StepTrace],
+    what: WhatIf,
+    comm_time: CommTime | None = None,
+    durations: list[list[float]] | None = None,
+) -> list[list[float]]:
+    """Per rank, per op, the duration the what-if replay uses: `durations` (default: the
+    measured ones) with every non-NCCL op times `compute_scale` and, on one rank, a
+    collective's wire time (`single_rank_wire`) times `network_scale` (its waiting stays).
+    Several ranks' collectives keep their durations: their rendezvous scale the wire time."""
+    base = [[o.dur for o in st.graph.ops] for st in steps] if durations is None else durations
+    wire1 = [single_rank_wire(st, comm_time) for st in steps] if len(steps) == 1 else None
+    out = []
+    for r, st in enumerate(steps):
+        row = []
+        for j, o in enumerate(st.graph.ops):
+            d = base[r][j]
+            if o.is_comm:
+                if wire1 is not None:
+                    w = min(wire1[r][j], d)
+                    d = (d - w) + w * what.network_scale
+            else:
+                d *= what.compute_scale
+            row.append(d)
+        out.append(row)
+    return out
+
+
 def replay_steps(
     steps: list[StepTrace],
     what: WhatIf | None = None,
@@ -271,21 +299,7 @@ def replay_steps(
             for g in graphs
         ]
     coupling = match_collectives(steps, graphs) if len(steps) > 1 else None
-    base = [[o.dur for o in g.ops] for g in graphs] if durations is None else durations
-    wire1 = [single_rank_wire(st, comm_time) for st in steps] if coupling is None else None
-    durs = []
-    for r, g in enumerate(graphs):
-        row = []
-        for j, o in enumerate(g.ops):
-            d = base[r][j]
-            if o.is_comm:
-                if wire1 is not None:
-                    w = min(wire1[r][j], d)
-                    d = (d - w) + w * what.network_scale
-            else:
-                d *= what.compute_scale
-            row.append(d)
-        durs.append(row)
+    durs = whatif_durations(steps, what, comm_time, durations)
     rdv = coupling.rendezvous if coupling else []
     res = replay(
         graphs,
@@ -466,4 +480,4 @@ def _coupling_report(
     }
 
 
-__all__ = ["GpuOp", "HostCall", "WhatIf", "replay_steps"]
+__all__ = ["GpuOp", "HostCall", "WhatIf", "replay_steps", "whatif_durations"]
