@@ -128,18 +128,19 @@ def dlrm0() -> StepTrace:
     )[0]
 
 
-def test_dlrm_data_only_module_keeps_syncs_and_aten_op_order(dlrm0: StepTrace) -> None:
+@pytest.mark.parametrize("data_only", [True, False])
+def test_dlrm_module_keeps_syncs_and_aten_op_order(dlrm0: StepTrace, data_only: bool) -> None:
     """DLRM rank 0 (two launching threads, 10 host syncs, 12 ATen op calls launching several
-    kernels on one stream): in the data-only module every op a thread launches after one of
-    its syncs is reachable from that sync, no op takes another thread's sync token, each
-    ATen op call's kernels on one stream form a chain, and the edges stay O(n)."""
+    kernels on one stream): in both modules every op a thread launches after one of its syncs
+    is reachable from that sync, no op takes another thread's sync token, and the edges stay
+    O(n); in the data-only module each ATen op call's kernels on one stream form a chain."""
     st = dlrm0
     ops, info, calls = st.graph.ops, st.info, st.graph.calls
     assert len(st.thread_index) == 2
     syncs = sorted((c.ts + c.dur, c.thread) for c in calls if c.waits)
     assert len(syncs) == 10
     assert {t for _, t in syncs} == {0, 1}
-    graph = _graph(build_module([st], data_only=True))
+    graph = _graph(build_module([st], data_only=data_only))
     kernel_ops = [i for i, op in enumerate(graph.ops) if "lancet.launch_us" in op.attributes]
     # block position of each trace op: ops appear in launch order (ties by start, index)
     order = sorted(range(len(ops)), key=lambda j: (info[j].launch_ts, ops[j].ts, j))
@@ -162,6 +163,12 @@ def test_dlrm_data_only_module_keeps_syncs_and_aten_op_order(dlrm0: StepTrace) -
             if succ in kernel_ops:
                 assert thread_of.get(order[kernel_ops.index(succ)]) == thread
     assert after > 0
+    # O(n): at most one sync token per op, one chain edge per sync
+    sync_set = set(sync_nodes)
+    assert all(sum(1 for p in graph.preds[i] if p in sync_set) <= 1 for i in kernel_ops)
+    assert all(sum(1 for p in graph.preds[s] if p in sync_set) <= 1 for s in sync_nodes)
+    if not data_only:
+        return
     # each ATen op call's kernels on one stream: a chain in launch order
     groups: dict[tuple[int, int], list[int]] = {}
     for j in order:
@@ -172,10 +179,6 @@ def test_dlrm_data_only_module_keeps_syncs_and_aten_op_order(dlrm0: StepTrace) -
     for g in multi:
         for a, b in zip(g, g[1:], strict=False):
             assert node[a] in graph.preds[node[b]]
-    # O(n): at most one sync token per op, one chain edge per sync
-    sync_set = set(sync_nodes)
-    assert all(sum(1 for p in graph.preds[i] if p in sync_set) <= 1 for i in kernel_ops)
-    assert all(sum(1 for p in graph.preds[s] if p in sync_set) <= 1 for s in sync_nodes)
 
 
 def _data_only_text(names: list[str], seed: str) -> str:
