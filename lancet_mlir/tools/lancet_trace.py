@@ -234,8 +234,8 @@ def _run_pipeline(
     notes = []
     if what.launch_overhead_us is not None:
         module.attributes[attrs.LAUNCH_OVERHEAD_US] = FloatAttr(what.launch_overhead_us, f64)
-        threads = {len(st.thread_index) for st in steps}
-        if what.launch_overhead_us > 0 and max(threads, default=0) > 1:
+        threads = max((len(st.thread_index) for st in steps), default=0)
+        if what.launch_overhead_us > 0 and threads > 1:
             notes.append(
                 "one_host: the simulator has one host, so with a launch overhead the launches "
                 "of all the trace's host threads are serialized in block order and a host sync "
