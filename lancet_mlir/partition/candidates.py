@@ -4,7 +4,7 @@ on its own clone, and a stage that fails or partitions nothing is left out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
@@ -25,21 +25,46 @@ def partition_candidates(
     stage that fails is left out and reported to `refused(label, reason)` right away.
 
     A stage that partitions nothing (no MoE layer, a never-worse check kept the input) is
-    left out silently: it would only repeat the unpartitioned module.
+    left out silently: it would only repeat the unpartitioned module. All clones are alive
+    together; `lazy_candidates` builds one at a time.
     """
+    built = lazy_candidates(module, stages, refused)
+    return [(label, trial) for label, trial in built if trial is not None]
+
+
+def lazy_candidates(
+    module: ModuleOp,
+    stages: Sequence[tuple[str, Stage]],
+    refused: Callable[[str, str], None] = lambda label, reason: None,
+) -> Iterator[tuple[str, ModuleOp | None]]:
+    """`partition_candidates` one stage at a time: (label, its clone of `module`), or
+    (label, None) for a stage that failed (reported to `refused` first) or partitions
+    nothing. The next clone is built only when the caller asks for it, so a caller that
+    drops each trial it does not keep holds one or two clones at a time, not one per stage
+    (`module` must not change in between)."""
     before = count_parts(module)
-    trials: list[tuple[str, ModuleOp]] = []
     for label, stage in stages:
-        trial = clone_located(module)  # an error about one of its ops names the input's line
-        try:
-            stage(trial)
-        except PassFailedException as exc:
-            refused(label, str(exc))
-            continue
-        if count_parts(trial) == before:
-            continue
-        trials.append((label, trial))
-    return trials
+        trial = _built(module, label, stage, before, refused)
+        yield label, trial
+        trial = None  # dropped before the next clone is built, unless the caller keeps it
+
+
+def _built(
+    module: ModuleOp,
+    label: str,
+    stage: Stage,
+    before: int,
+    refused: Callable[[str, str], None],
+) -> ModuleOp | None:
+    """`stage`'s clone of `module`, or None when it fails (reported) or partitions nothing
+    (`before`: the input's `count_parts`)."""
+    trial = clone_located(module)  # an error about one of its ops names the input's line
+    try:
+        stage(trial)
+    except PassFailedException as exc:
+        refused(label, str(exc))
+        return None
+    return trial if count_parts(trial) != before else None
 
 
 def count_parts(module: ModuleOp) -> int:

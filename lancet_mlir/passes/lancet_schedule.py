@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
 from lancet_mlir.partition import candidates
+from lancet_mlir.partition.candidates import Stage as PartitionStage
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
@@ -90,20 +92,12 @@ def partition_stage(
     MoePartitionPass(algo=partition, **inherited).apply(ctx, module)
 
 
-def partition_candidates(
-    ctx: Context, module: ModuleOp, cost: CostOptions
-) -> list[tuple[str, ModuleOp]]:
-    """The partitioned candidates of `partition=auto`, each a partitioned clone of `module`
-    with its label, in preference order: Lancet's DP plan (`dp`), whole MoE layers in n
-    token parts with the regions around them (`token-n`, `moe-partition{axis=token
-    parts=n}`) for n in TOKEN_PARTS, then the expert FFN alone
-    split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in EXPERT_DEGREES
-    (`partition/candidates.py` builds them).
-
-    A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
-    input) or cannot be built (n does not divide an expert block's capacity) is left out:
-    it would only repeat the unpartitioned candidate.
-    """
+def partition_stages(ctx: Context, cost: CostOptions) -> list[tuple[str, PartitionStage]]:
+    """The partition stages of `partition=auto`, in preference order, each with its label:
+    Lancet's DP plan (`dp`), whole MoE layers in n token parts with the regions around them
+    (`token-n`, `moe-partition{axis=token parts=n}`) for n in TOKEN_PARTS, then the expert
+    FFN alone split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in
+    EXPERT_DEGREES."""
     passes: list[tuple[str, ModulePass]] = [
         ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost)))
     ]
@@ -112,12 +106,25 @@ def partition_candidates(
         for n in TOKEN_PARTS
     ]
     passes += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
-    stages = [(label, partial(stage.apply, ctx)) for label, stage in passes]
+    return [(label, partial(stage.apply, ctx)) for label, stage in passes]
 
-    def refused(label: str, reason: str) -> None:
-        LOG.info(f"lancet-schedule: partition candidate {label} left out: {reason}")
 
-    return candidates.partition_candidates(module, stages, refused)
+def _refused(label: str, reason: str) -> None:
+    LOG.info(f"lancet-schedule: partition candidate {label} left out: {reason}")
+
+
+def partition_candidates(
+    ctx: Context, module: ModuleOp, cost: CostOptions
+) -> list[tuple[str, ModuleOp]]:
+    """The partitioned candidates of `partition=auto`, each a partitioned clone of `module`
+    with its label, in the order of `partition_stages` (`partition/candidates.py` builds
+    them; the pass itself builds them one at a time, `lazy_candidates`).
+
+    A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
+    input) or cannot be built (n does not divide an expert block's capacity) is left out:
+    it would only repeat the unpartitioned candidate.
+    """
+    return candidates.partition_candidates(module, partition_stages(ctx, cost), _refused)
 
 
 def _take_body(module: ModuleOp, donor: ModuleOp) -> None:
@@ -214,32 +221,57 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             partition_stage(self.partition, ctx, op, self)
             self._schedule(op, float(self.max_seconds), "", priced=priced, memos=memos)
             return
-        trials = partition_candidates(ctx, op, self)
-        if not trials:  # nothing to partition: partition=none
-            self._schedule(op, float(self.max_seconds), "", priced=priced, memos=memos)
-            return
-        share = float(self.max_seconds) / (len(trials) + 1)
-        # the unpartitioned module is scheduled in place; a partitioned trial replaces it
-        # only when it simulates strictly faster (ties keep the earlier, simpler one)
-        best_label, best_us = "none", self._schedule(op, share, "none", priced=priced, memos=memos)
-        best: ModuleOp | None = None
-        for label, trial in trials:
-            sim = self._simulation(trial, memos)
-            bound_us = _compute_floor_us(sim)
-            if bound_us >= best_us:
-                # its compute alone takes as long as the best schedule so far: no order of
-                # it can be strictly faster, so it is not scheduled (a tie keeps the earlier)
-                LOG.info(
-                    f"lancet-schedule: partition candidate {label} skipped: its compute "
-                    f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
-                )
+        stages = partition_stages(ctx, self)
+        share = float(self.max_seconds) / (len(stages) + 1)
+        # Each candidate is built from the unscheduled module, scheduled, and dropped unless
+        # it is the best so far: one or two clones alive, not one per stage. So the
+        # unpartitioned module is scheduled in place last; it is kept on a tie (it is the
+        # simplest), a candidate replaces an earlier one only when strictly faster.
+        best_label, best_us, best = "none", math.inf, None
+        built = 0
+        for label, trial in candidates.lazy_candidates(op, stages, _refused):
+            if trial is None:
                 continue
-            makespan_us = self._schedule(trial, share, label, sim, priced, memos)
+            built += 1
+            makespan_us = self._candidate(trial, label, share, best_us, priced, memos)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
+            trial = None  # one that lost is garbage before the next is built
+            gc.collect()  # its ops form cycles (parents), which only the collector frees
+        # the unpartitioned schedule takes the share of every stage that built nothing
+        none_share = share if built == len(stages) else float(self.max_seconds) - built * share
+        none_us = self._schedule(
+            op, none_share, "none" if built else "", priced=priced, memos=memos
+        )
+        if best is None or none_us <= best_us:
+            if built:
+                LOG.info(f"lancet-schedule: kept partition candidate none ({none_us:.1f} us)")
+            return
         LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
-        if best is not None:
-            _take_body(op, best)
+        _take_body(op, best)
+
+    def _candidate(
+        self,
+        trial: ModuleOp,
+        label: str,
+        share: float,
+        best_us: float,
+        priced: FusionPrices,
+        memos: dict[int, TimeMemo],
+    ) -> float:
+        """`trial`'s scheduled makespan (`_schedule` with `share` of the budget), or inf
+        unscheduled when its compute alone is no less than `best_us`, the best so far."""
+        sim = self._simulation(trial, memos)
+        bound_us = _compute_floor_us(sim)
+        if bound_us >= best_us:
+            # its compute alone takes as long as the best schedule so far: no order of it
+            # can be strictly faster, so it is not scheduled (a tie keeps the earlier)
+            LOG.info(
+                f"lancet-schedule: partition candidate {label} skipped: its compute "
+                f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
+            )
+            return math.inf
+        return self._schedule(trial, share, label, sim, priced, memos)
 
     def _schedule(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from helpers import run_pipeline, to_text
 from hypothesis import given, settings
@@ -156,3 +157,81 @@ def test_a_candidate_whose_compute_alone_is_slower_is_not_scheduled(caplog) -> N
     assert makespan(auto) == makespan(dp) < makespan(expert)
     assert round(makespan(auto), 1) == 3335.3
     assert round(makespan(expert), 1) == 3344.0
+
+
+def test_candidates_are_built_one_at_a_time() -> None:
+    """`lazy_candidates` runs a stage only when the next candidate is asked for, on a clone of
+    the unchanged input, and keeps no reference to a candidate the caller dropped: with the
+    collector run in between, no earlier clone is alive when the next one is built."""
+    import gc
+    import weakref
+
+    from lancet_mlir import attrs
+    from lancet_mlir.partition.candidates import lazy_candidates
+
+    base = model("p3dn", layers=1, hidden=32, heads=2, seq=16, batch=2, world_size=4, vocab=64)
+    ran: list[str] = []
+    alive_at_build: list[int] = []
+    refs: list[weakref.ref] = []
+
+    def stage(label: str, partitions: bool):
+        def run(trial: ModuleOp) -> None:
+            gc.collect()
+            alive_at_build.append(sum(r() is not None for r in refs))
+            refs.append(weakref.ref(trial))
+            ran.append(label)
+            if label == "fails":
+                raise PassFailedException("cannot")
+            if partitions:  # tag one op as a part, as a partition stage does
+                next(iter(trial.walk())).attributes[attrs.PART] = StringAttr("0")
+
+        return run
+
+    stages = [("a", stage("a", True)), ("fails", stage("fails", True)),
+              ("nothing", stage("nothing", False)), ("b", stage("b", True))]  # fmt: skip
+    refused: list[str] = []
+    built = lazy_candidates(base, stages, lambda label, reason: refused.append(label))
+    label, trial = next(built)
+    assert (label, ran) == ("a", ["a"])
+    assert trial is not None
+    del trial
+    seen = [(label, trial is not None) for label, trial in built]
+    assert seen == [("fails", False), ("nothing", False), ("b", True)]
+    assert ran == ["a", "fails", "nothing", "b"]
+    assert refused == ["fails"]
+    assert alive_at_build == [0, 0, 0, 0]
+    assert attrs.PART not in to_text(base)  # every stage ran on a clone
+
+
+def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
+    """max-seconds=F: each partition stage that builds a candidate gets F / 7, scheduled in
+    the stage order; the unpartitioned module, scheduled last, gets F / 7 when all six build
+    and the rest of F otherwise (a top-2 gate takes no token parts)."""
+    from lancet_mlir.passes.lancet_schedule import LancetSchedulePass
+
+    shares: list[tuple[str, float]] = []
+    schedule = LancetSchedulePass._schedule
+
+    def recorded(self, op, max_seconds, label, *args, **kwargs):
+        shares.append((label, max_seconds))
+        return schedule(self, op, max_seconds, label, *args, **kwargs)
+
+    monkeypatch.setattr(LancetSchedulePass, "_schedule", recorded)
+    run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0.07}")
+    labels = ["dp", "token-4", "token-8", "expert-2", "expert-4", "expert-8", "none"]
+    assert shares == [(label, 0.01) for label in labels]
+    shares.clear()
+    top2 = model("p3dn", layers=2, hidden=64, heads=2, seq=32, batch=4, world_size=4, vocab=64,
+                 gate="top2")  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        run_pipeline(top2, "lancet-schedule{max-seconds=0.07}")
+    scheduled = [label for label, _ in shares[:-1]]
+    skipped = re.findall(r"partition candidate (\S+) skipped", caplog.text)
+    # moe-partition refuses token parts of a top-2 gate; a candidate skipped unscheduled
+    # (its compute alone is too slow) leaves its share unused; the unpartitioned schedule
+    # takes the shares of the stages that built nothing
+    built = scheduled + skipped
+    assert not {"token-4", "token-8"} & set(built)
+    assert scheduled
+    assert shares[:-1] == [(label, 0.01) for label in scheduled]
+    assert shares[-1] == ("none", 0.07 - len(built) * 0.01)
