@@ -228,12 +228,16 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         # unpartitioned module is scheduled in place last; it is kept on a tie (it is the
         # simplest), a candidate replaces an earlier one only when strictly faster.
         best_label, best_us, best = "none", math.inf, None
+        # the unpartitioned schedule will be no slower than the input: a candidate whose
+        # compute alone is slower cannot win (`_input_bound_us`), so it is not scheduled
+        input_us = _input_bound_us(self._simulation(op, memos))
         built = 0
         for label, trial in candidates.lazy_candidates(op, stages, _refused):
             if trial is None:
                 continue
             built += 1
-            makespan_us = self._candidate(trial, label, share, best_us, priced, memos)
+            beat_us = min(best_us, input_us)
+            makespan_us = self._candidate(trial, label, share, beat_us, priced, memos)
             if makespan_us < best_us:
                 best_label, best_us, best = label, makespan_us, trial
             trial = None  # one that lost is garbage before the next is built
@@ -260,7 +264,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         memos: dict[int, TimeMemo],
     ) -> float:
         """`trial`'s scheduled makespan (`_schedule` with `share` of the budget), or inf
-        unscheduled when its compute alone is no less than `best_us`, the best so far."""
+        unscheduled when its compute alone is no less than `best_us`: what the best so far
+        takes, or what the unpartitioned schedule will take at most."""
         sim = self._simulation(trial, memos)
         bound_us = _compute_floor_us(sim)
         if bound_us >= best_us:
@@ -268,7 +273,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             # can be strictly faster, so it is not scheduled (a tie keeps the earlier)
             LOG.info(
                 f"lancet-schedule: partition candidate {label} skipped: its compute "
-                f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us)"
+                f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us: "
+                "a schedule, or the unpartitioned input's makespan)"
             )
             return math.inf
         return self._schedule(trial, share, label, sim, priced, memos)
@@ -360,6 +366,26 @@ def fewer_collections() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+def _input_bound_us(sim: ModuleSimulation) -> float:
+    """An upper bound of what `_schedule` returns for the module of `sim`, unscheduled: its
+    simulated makespan (summed over the top-level blocks) plus a relative 1e-9 for rounding,
+    or inf where that is no bound. Each block's schedule is never slower than its input
+    order with its bodies scheduled (`_never_worse`), and a scheduled body is never slower,
+    so an op costed by it never longer; a fixed-order evaluation on one comm stream without
+    overlap slowdown is max-plus in the durations, so no longer duration makes it shorter.
+    With several comm streams or a slowdown that monotonicity fails (a collective may take
+    another stream, a shorter op overlap differently), and the bound is not claimed."""
+    options = sim.options
+    if options.num_comm_streams != 1 or options.overlap_slowdown != 1.0:
+        return math.inf
+    total = 0.0
+    for item in sim.innermost_first():
+        result = sim.result(item.block)
+        if item.top_level and result is not None:
+            total += result.summary.makespan_us
+    return total * (1 + 1e-9)
 
 
 def _compute_floor_us(sim: ModuleSimulation) -> float:
