@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,137 @@ def test_et_of_another_rank_is_refused(capsys: pytest.CaptureFixture[str], tmp_p
         f"lancet-trace: error: {et}: an execution trace of rank 0 (its collectives say so), "
         f"given for {trace}, rank 1"
     ]
+
+
+# ---- the real Chakra feeder test trace (mlcommons/chakra, test/data/traces/README.md) ----------
+def _walk_et(data: bytes) -> list[dict]:
+    """The nodes of a Chakra `.et`, decoded here independently of the importer: the varint
+    length-prefixed messages, and of each node (after the GlobalMetadata) its id (1), type (3),
+    ctrl deps (4) and data deps (5) packed or not, duration (7) and the attributes (10) whose
+    value is a varint (`is_cpu_op`, `tid`, `comm_type`, `comm_size`)."""
+
+    def varint(buf: bytes, pos: int) -> tuple[int, int]:
+        out = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            out |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return out, pos
+
+    def fields(buf: bytes):
+        pos = 0
+        while pos < len(buf):
+            key, pos = varint(buf, pos)
+            num, wire = key >> 3, key & 7
+            if wire == 0:
+                value, pos = varint(buf, pos)
+            elif wire == 2:
+                size, pos = varint(buf, pos)
+                value, pos = buf[pos : pos + size], pos + size
+            else:  # fixed 64 / 32 bits
+                size = 8 if wire == 1 else 4
+                value, pos = buf[pos : pos + size], pos + size
+            yield num, wire, value
+
+    def ints(wire: int, value) -> list[int]:
+        if wire == 0:
+            return [value]
+        out, pos = [], 0
+        while pos < len(value):
+            v, pos = varint(value, pos)
+            out.append(v)
+        return out
+
+    messages, pos = [], 0
+    while pos < len(data):
+        size, pos = varint(data, pos)
+        messages.append(data[pos : pos + size])
+        pos += size
+    nodes = []
+    for body in messages[1:]:
+        node = {"ctrl": [], "data": [], "dur": 0, "attr": {}}
+        for num, wire, value in fields(body):
+            if num == 1:
+                node["id"] = value
+            elif num == 3:
+                node["type"] = value
+            elif num == 4:
+                node["ctrl"] += ints(wire, value)
+            elif num == 5:
+                node["data"] += ints(wire, value)
+            elif num == 7:
+                node["dur"] = value
+            elif num == 10:
+                parts = list(fields(value))
+                name = next(v for n, _, v in parts if n == 1).decode()
+                vals = [v for n, w, v in parts if n != 1 and w == 0]
+                if vals:
+                    node["attr"][name] = vals[0]
+        nodes.append(node)
+    return nodes
+
+
+def test_real_chakra_feeder_trace(tmp_path: Path) -> None:
+    """The Chakra converter's output for a real PyTorch run (a ResNet-like step: cuDNN
+    convolution and batch-norm backward kernels, NCCL broadcasts and all-reduces), read from
+    its gzip-compressed form, against an independent decoding of the same file."""
+    path = DATA / "chakra_feeder.0.et.gz"
+    nodes = _walk_et(gzip.decompress(path.read_bytes()))
+    by_id = {n["id"]: n for n in nodes}
+    assert len(nodes) == len(by_id) == 3664
+    # GPU nodes: COMP (4) or COMM_COLL (7) with is_cpu_op false; their tid is the stream
+    gpu = sorted(
+        (n for n in nodes if n["type"] in (4, 7) and not n["attr"].get("is_cpu_op")),
+        key=lambda n: n["id"],
+    )
+    comm = [n for n in gpu if n["type"] == 7]
+    assert (len(gpu), len(comm)) == (1216, 7)
+    assert sorted(n["attr"]["comm_type"] for n in comm) == [0, 0, 0, 0, 0, 5, 5]  # 5 AR, 2 bcast
+    # the ctrl deps of CPU nodes on themselves or on later nodes that the cycle check leaves out
+    cpu = [n for n in nodes if n not in gpu]
+    ignored = sum(1 for n in cpu for d in n["ctrl"] if d >= n["id"])
+    assert ignored == 1049
+    # no CPU node takes data from a GPU node, so a GPU node's deps are its own ctrl/data deps on
+    # GPU nodes (those through CPU nodes reach none)
+    gpu_ids = {n["id"] for n in gpu}
+    assert not any(d in gpu_ids for n in cpu for d in n["data"])
+    deps = {n["id"]: {d for d in n["ctrl"] + n["data"] if d in gpu_ids} for n in gpu}
+    # GPU-only schedule: each stream in id order, each node after its deps (a fixpoint)
+    end: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        last: dict[int, int] = {}
+        for n in gpu:
+            start = max(
+                [last.get(n["attr"]["tid"], 0)] + [end.get(d, 0) for d in deps[n["id"]]]
+            )
+            if end.get(n["id"]) != start + n["dur"]:
+                end[n["id"]] = start + n["dur"]
+                changed = True
+            last[n["attr"]["tid"]] = end[n["id"]]
+    makespan = max(end.values())
+    assert makespan == 292828  # = the compute stream's (tid 7) durations summed
+    assert makespan == sum(n["dur"] for n in gpu if n["attr"]["tid"] == 7)
+
+    steps = load_steps([str(path)])
+    st = steps[0]
+    assert len(st.graph.ops) == 1216
+    assert sum(len(o.deps) for o in st.graph.ops) == sum(len(v) for v in deps.values()) == 96
+    r = replay_steps(steps)
+    assert r["predicted_period_us"] == makespan
+    assert (r["gpu_ops"], r["comm_ops"], r["data_dependencies"]) == (1216, 7, 96)
+    assert r["flags"][1].startswith(f"chakra_cpu_ctrl_deps_ignored: {ignored} ctrl deps")
+    out = tmp_path / "chakra.mlir"
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["import", str(path), "-o", str(out)])
+    assert info.value.code == 0
+    text = out.read_text()
+    # the all-reduces are comm collectives on their comm_size bytes; the broadcasts stay kernels
+    all_reduce_bytes = sorted(n["attr"]["comm_size"] for n in comm if n["attr"]["comm_type"] == 0)
+    assert sorted(
+        int(x) for x in re.findall(r"comm\.allreduce .*?tensor<(\d+)xi8>", text)
+    ) == all_reduce_bytes
+    assert text.count(" = trace.kernel") == 1216 - 5

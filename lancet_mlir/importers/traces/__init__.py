@@ -12,7 +12,9 @@ docs/formats.md "Profiler traces", reference material in docs/user-guide.md.
 
 from __future__ import annotations
 
+import gzip
 import sys
+import zlib
 
 from lancet_mlir.importers.traces.chakra import (
     chakra_step,
@@ -29,9 +31,20 @@ from lancet_mlir.support.files import read_bytes
 
 
 def _chakra(path: str) -> StepTrace | None:
-    """The step of a binary Chakra `.et` file, or None if `path` is not one."""
+    """The step of a binary Chakra `.et` file, gzip-compressed or not (by its magic bytes),
+    or None if `path` is not one (a JSON document, compressed or not, is read by the caller)."""
     data = read_bytes(path)
-    if data[:1] in (b"{", b"[", b"\x1f") or not is_chakra_binary(data):
+    if data[:2] == b"\x1f\x8b":
+        try:
+            # the first bytes tell a gzip-compressed JSON trace (the caller reads it) without
+            # inflating all of it twice
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, 64)
+            if head.lstrip()[:1] in (b"{", b"["):
+                return None
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    if data[:1] in (b"{", b"[") or not is_chakra_binary(data):
         return None
     return chakra_step(parse_chakra_binary(data, path), path)
 

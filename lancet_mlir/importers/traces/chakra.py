@@ -253,14 +253,44 @@ def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
     return nodes
 
 
+def _impossible_cpu_ctrl(n: ChakraNode) -> list[int]:
+    """The ctrl deps of CPU node `n` on itself or on a node with a larger id. Chakra numbers
+    the nodes in the order the PyTorch execution trace recorded them, so a CPU op cannot wait,
+    in program order, for itself or for an op recorded after it. The Chakra converter writes
+    such deps on PyTorch's autograd thread (mlcommons/chakra issue 134, "Cyclic Dependency"):
+    in its feeder test trace (test/data/traces/chakra_feeder.0.et.gz) 1,049 of the 1,580
+    ctrl deps of thread 2's CPU ops, 383 of them self-loops, and they alone close its cycles.
+    The replay never follows a CPU node's ctrl deps (it has no host), so they only matter to
+    the cycle check, which leaves them out and counts them (`chakra_step`'s flag)."""
+    if n.is_gpu:
+        return []
+    return [d for d in n.ctrl_deps if d >= n.id]
+
+
+def _check_ids(nodes: list[ChakraNode], source: str) -> None:
+    """UserError at the first node id that two nodes share: every dep names a node by id, so
+    a shared id makes the deps ambiguous (the first and the second would both be meant)."""
+    seen: dict[int, ChakraNode] = {}
+    for n in nodes:
+        first = seen.setdefault(n.id, n)
+        if first is not n:
+            raise UserError(
+                f"{source}: node id {n.id} is used twice ({first.name} and {n.name}): "
+                "deps name nodes by id"
+            )
+
+
 def _check_acyclic(by_id: dict[int, ChakraNode], source: str) -> None:
     """UserError if the ctrl/data deps of all nodes (CPU nodes too) have a cycle: the GPU
     nodes' dependencies are followed through CPU nodes, so a cycle anywhere is a trace that
-    cannot run. Deps on ids the trace lacks are ignored (as everywhere here)."""
+    cannot run. Deps on ids the trace lacks are ignored (as everywhere here), and so are a CPU
+    node's ctrl deps on itself or on a later node (`_impossible_cpu_ctrl`)."""
     users: dict[int, list[int]] = {i: [] for i in by_id}
     waiting: dict[int, int] = {}
     for i, n in by_id.items():
-        deps = {d for d in (*n.ctrl_deps, *n.data_deps) if d in by_id}
+        skip = set(_impossible_cpu_ctrl(n))
+        ctrl = [d for d in n.ctrl_deps if d not in skip]
+        deps = {d for d in (*ctrl, *n.data_deps) if d in by_id}
         if i in deps:
             raise UserError(f"{source}: node {i} ({n.name}) depends on itself")
         waiting[i] = len(deps)
@@ -287,10 +317,14 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
     """The GPU nodes of a Chakra trace as a replayable step: stream order by node id per
     `tid`, data dependencies followed through CPU nodes to the nearest GPU nodes, and the GPU
     nodes' own ctrl deps. A cycle in the deps of any nodes, CPU nodes too, or a node that
-    depends on itself is an error; so are deps that contradict the stream order. Chakra traces carry durations but
-    (in the files seen) no start times, so there is no measured period: `period_basis` "none"."""
+    depends on itself is an error; so are deps that contradict the stream order and two nodes
+    with one id. A CPU node's ctrl deps on itself or on a later node are left out of the check
+    and counted in a note (`_impossible_cpu_ctrl`). Chakra traces carry durations but (in the
+    files seen) no start times, so there is no measured period: `period_basis` "none"."""
+    _check_ids(nodes, source)
     by_id = {n.id: n for n in nodes}
     _check_acyclic(by_id, source)
+    ignored = sum(len(_impossible_cpu_ctrl(n)) for n in nodes)
     gpu = sorted((n for n in nodes if n.is_gpu), key=lambda n: n.id)
     if not gpu:
         raise UserError(f"{source}: no GPU node (a COMP or COMM_COLL node with is_cpu_op false)")
@@ -378,6 +412,12 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
         stream_index=stream_index,
     )
     st.data_deps = sum(len(o.deps) for o in ops)
+    if ignored:
+        st.flags.append(
+            f"chakra_cpu_ctrl_deps_ignored: {ignored} ctrl deps of CPU nodes on themselves or "
+            "on later nodes (the Chakra converter's autograd-thread deps, mlcommons/chakra#134) "
+            "are left out of the cycle check; the replay follows no CPU node's ctrl deps"
+        )
     from lancet_mlir.sim.replay import replay
 
     try:

@@ -359,7 +359,8 @@ def _rank_report(
             "comm_ops": sum(1 for o in g.ops if o.is_comm),
             "flags": [
                 "no_measured_times: the trace has durations but no start times; the "
-                "prediction is the GPU-only replay from dependencies"
+                "prediction is the GPU-only replay from dependencies",
+                *st.flags,
             ],
         }
     measured = st.measured_period_us
@@ -367,7 +368,7 @@ def _rank_report(
     errs = [abs(res.start[r][j] - g.ops[j].ts) for j in st.target]
     meas_start = [o.ts for o in g.ops]
     meas_end = [o.ts + o.dur for o in g.ops]
-    flags = []
+    flags = list(st.flags)
     idle = idle_queued_us(st)  # on the unshifted graph: its own times
     if idle > IDLE_FLAG_SHARE * measured:
         flags.append(

@@ -94,6 +94,9 @@ class StepTrace:
     stream_index: dict[int, int] = field(default_factory=dict)
     """Trace thread id / CUDA stream id -> index in the graph."""
     notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    """What the import found questionable about the trace (`name: explanation`): the replay
+    report lists them with its own flags."""
 
 
 def _tolerance(acts: list[Activity]) -> float:
