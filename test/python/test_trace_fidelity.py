@@ -140,3 +140,89 @@ def test_classes_and_split_k_gemm(tmp_path: Path) -> None:
 def test_gemm_dtype_from_kernel(itype: str, kernel: str, dtype: str) -> None:
     """f32 inputs on a TF32 tensor-core kernel are costed as tf32; other dtypes are the inputs'."""
     assert gemm_dtype(itype, kernel) == dtype
+
+
+def _copy_trace(path: Path) -> Path:
+    """One V100 step of copies (old schema: a copy finds its ATen op by time nesting):
+    (ATen op, Input Dims, Input type, [(category, activity name, measured us, args.bytes)])."""
+    ops = [
+        (  # an embedding op clearing a 4 KiB buffer: its Input Dims name a 256 MiB table
+            "fbgemm::split_embedding_codegen_lookup_adagrad_function",
+            [[1048576, 64], [768]],
+            ["float", "long int"],
+            [("gpu_memset", "Memset (Device)", 2.0, 4096), ("gpu_memset", "Memset (Device)", 3.0, None)],
+        ),
+        (  # a copy op without the activity's bytes: the destination's 4 MiB
+            "aten::copy_",
+            [[1024, 1024], [1024, 1024]],
+            ["float", "float"],
+            [("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 10.0, None)],
+        ),
+        (  # the activity's own bytes win over the op's Input Dims
+            "aten::to",
+            [[10]],
+            ["float"],
+            [("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20.0, 7_200_000)],
+        ),
+    ]
+    ev: list[dict] = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 200, "args": {}}
+    ]  # fmt: skip
+    t, gpu, corr = 10.0, 20.0, 0
+    for name, dims, types, acts in ops:
+        ev.append(
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t,
+             "dur": 2.0 * len(acts) + 1, "args": {"Input Dims": dims, "Input type": types}}
+        )  # fmt: skip
+        for cat, aname, dur, nbytes in acts:
+            corr += 1
+            call = "cudaMemsetAsync" if cat == "gpu_memset" else "cudaMemcpyAsync"
+            ev.append(
+                {"ph": "X", "cat": "cuda_runtime", "name": call, "pid": 1, "tid": 1,
+                 "ts": t + 0.5, "dur": 1, "args": {"correlation": corr, "External id": corr}}
+            )  # fmt: skip
+            args = {"stream": 7, "correlation": corr, "External id": corr, "device": 0}
+            if nbytes is not None:
+                args["bytes"] = nbytes
+            ev.append(
+                {"ph": "X", "cat": cat, "name": aname, "pid": 0, "tid": 7, "ts": gpu,
+                 "dur": dur, "args": args}
+            )  # fmt: skip
+            t += 2.0
+            gpu += dur
+        t += 1.0
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "traceEvents": ev,
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_copy_bytes_are_the_copys_own(tmp_path: Path) -> None:
+    """A copy's bytes are its activity's `bytes`, else a copy ATen op's first input, never
+    another op's inputs (review of #19, finding 4: a memset launched inside an embedding op
+    was costed at the 256 MiB table, 268435456 B / (0.8 x 900 GB/s) = 372.8 us against 2 us).
+    V100 memory roofline at 0.8 x 900 GB/s = 720 GB/s, floor 2 us:
+    * the embedding's memset of 4096 B: 0.0057 us -> the 2 us floor (measured 2: 1.0x);
+    * its memset without `bytes`: no estimate, keeps its measured 3 us;
+    * copy_ of 1024 x 1024 f32 (4194304 B): 5.8254 us against 10 (0.5825x);
+    * the 7.2 MB HtoD copy of a 10-element `to`: 7.2e6 / 720e9 = 10 us against 20 (0.5x)."""
+    st = load_steps([str(_copy_trace(tmp_path / "c.json"))])[0]
+    assert [i.kind for i in st.info] == ["memset", "memset", "memcpy", "memcpy"]
+    assert [i.copy_bytes for i in st.info] == [4096, None, None, 7_200_000]
+    assert [i.cpu_op.name for i in st.info if i.cpu_op is not None][2:] == [
+        "aten::copy_",
+        "aten::to",
+    ]
+    durations, fid = model_durations([st], None)
+    copy_us = 4194304 / 720e9 * 1e6
+    assert durations[0] == pytest.approx([2.0, 3.0, copy_us, 10.0])
+    assert fid["classes"] == {
+        "memcpy": {"count": 2, "median_ratio": 0.5, "p90_ratio": round(copy_us / 10.0, 4)},
+        "memset": {"count": 1, "median_ratio": 1.0, "p90_ratio": 1.0},
+    }
+    assert fid["unmodeled"] == {"memset": 1}

@@ -7,7 +7,8 @@ torch.compile graph; its op's Input Dims are not the GEMM's, so no estimate), `e
 (FBGEMM / TorchRec kernels: their Input Dims include whole embedding tables, not the bytes
 touched; no estimate), `nccl` (the comm table at
 the collective's bytes and group, against the rendezvous wire time when several ranks are
-given, else against the measured duration), `memcpy`/`memset` (bytes over HBM bandwidth), and
+given, else against the measured duration), `memcpy`/`memset` (bytes over HBM bandwidth: the
+activity's own `bytes`, else a copy ATen op's input bytes, else no estimate: `copy_bytes`), and
 `elementwise` (other kernels: bytes of the input tensors read once and written once). An op
 without shapes has no estimate and keeps its measured duration under `--costs model`. Each
 estimate takes the device's launch floor (`min_kernel_us`). The device preset comes from the
@@ -70,6 +71,42 @@ def _tensors(args: dict[str, Any]) -> list[tuple[list[int], str]]:
     return out
 
 
+COPY_OPS = (
+    "aten::copy_",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::clone",
+    "aten::contiguous",
+    "aten::fill_",
+    "aten::zero_",
+    "aten::zeros_like",
+    "aten::ones_like",
+    "aten::full_like",
+)
+"""ATen ops whose own work is one copy or fill of a tensor the size of their first input (the
+destination of `copy_`/`fill_`/`zero_`, the source of `to`/`clone`/`*_like`): its bytes are
+the bytes a memcpy / memset they launch moves. (`zeros`, `full`, `new_zeros` are not here:
+their first input, if any, is not the tensor they fill.)"""
+
+
+def copy_bytes(st: StepTrace, j: int) -> int | None:
+    """The bytes memcpy / memset op `j` moves: its activity's own `bytes` (Kineto args), else
+    the first input tensor of its launching ATen op when that op is a copy or fill
+    (`COPY_OPS`), else None (no estimate: under `--costs model` it keeps its measured time).
+    Another op's inputs say nothing about a copy it launches: a memset inside an embedding op
+    clears a small buffer, not the embedding tables its Input Dims list."""
+    inf = st.info[j]
+    if inf.copy_bytes is not None:
+        return inf.copy_bytes
+    if inf.cpu_op is None or inf.cpu_op.name not in COPY_OPS:
+        return None
+    tensors = _tensors(inf.cpu_op.args)
+    if not tensors:
+        return None
+    dims, dtype = tensors[0]
+    return int(prod(dims) * dtype_bytes(dtype))
+
+
 def op_class(st: StepTrace, j: int) -> str:
     """The fidelity class of op `j` (module doc)."""
     inf = st.info[j]
@@ -123,11 +160,10 @@ def estimate_us(st: StepTrace, j: int, device_name: str) -> float | None:
         dtype = gemm_dtype(mats[-1][1], inf.name)
         t = matmul_time_us(flops, nbytes, dtype, device, float(k))
     elif cls in ("memcpy", "memset"):
-        nb = inf.cpu_op.args.get("bytes") if inf.cpu_op is not None else None
-        total = sum(prod(d) * dtype_bytes(t) for d, t in tensors[:1])
-        if not total and not nb:
+        nbytes = copy_bytes(st, j)
+        if nbytes is None:
             return None
-        t = roofline_time_us(0.0, float(total or nb or 0), "f32", device)
+        t = roofline_time_us(0.0, float(nbytes), "f32", device)
     elif cls == "elementwise":
         if not tensors:
             return None

@@ -63,6 +63,8 @@ class OpInfo:
     comm_kind: str | None = None
     comm_bytes: int = 0
     group: tuple[int, ...] | None = None
+    copy_bytes: int | None = None
+    """A memcpy / memset's own byte count (its Kineto args' `bytes`), None if not recorded."""
 
 
 @dataclass
@@ -175,6 +177,7 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
                 "comm" if is_comm else a.kind,
                 step_no,
                 (call.ts - lo) if call is not None else a.ts - lo,
+                copy_bytes=_copy_bytes(a),
             )
         )
     graph = RankGraph(host, ops, 0.0)
@@ -205,6 +208,17 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
     graph.gap_us = _issue_gap(graph)
     _period(st, prev is not None)
     return st
+
+
+def _copy_bytes(a: Activity) -> int | None:
+    """The bytes a memcpy / memset activity moves or sets, from its own `bytes` arg (every CUDA
+    trace seen records it: the DLRM set, all of HTA's); None for a kernel or when absent."""
+    if a.kind == "kernel":
+        return None
+    nb = a.args.get("bytes")
+    if isinstance(nb, bool) or not isinstance(nb, int | float) or not nb >= 0:
+        return None
+    return int(nb)
 
 
 DEFAULT_LAG_US = 5.0
