@@ -96,10 +96,33 @@ def is_virtual(op: Operation) -> bool:
 COPY_NAME_PREFIXES: tuple[tuple[str, CopyQueue], ...] = (
     ("Memcpy HtoD", CopyQueue.HTOD),
     ("Memcpy DtoH", CopyQueue.DTOH),
+    ("Memcpy HtoA", CopyQueue.HTOD),
+    ("Memcpy AtoH", CopyQueue.DTOH),
 )
 """Kineto activity names of the copies with an engine of their own direction (e.g. "Memcpy
-HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"); every other copy (DtoD, PtoP,
-HtoH, "Memset (Device)", an unnamed one) goes to the queue of the rest."""
+HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"; CUPTI's HtoA / AtoH copy between
+the host and a CUDA array on the device); every other copy (DtoD, PtoP, HtoH, "Memset
+(Device)", an unnamed one) goes to the queue of the rest."""
+OTHER_COPY_NAME_PREFIXES = (
+    "Memcpy DtoD",
+    "Memcpy PtoP",
+    "Memcpy HtoH",
+    "Memcpy AtoA",
+    "Memcpy AtoD",
+    "Memcpy DtoA",
+    "Memset",
+)
+"""The names of the copies known to belong to the queue of the rest (on the device, between
+GPUs, host to host, any memset): with `COPY_NAME_PREFIXES` the directions CUPTI names. A copy
+named otherwise also goes there, but its direction is a guess (`copy_direction_known`)."""
+
+
+def copy_direction_known(name: str) -> bool:
+    """Whether a copy activity's Kineto name says its direction (which copy queue it takes):
+    one of `COPY_NAME_PREFIXES` or `OTHER_COPY_NAME_PREFIXES`."""
+    return name.startswith(tuple(p for p, _ in COPY_NAME_PREFIXES)) or name.startswith(
+        OTHER_COPY_NAME_PREFIXES
+    )
 
 
 def copy_queue(op: Operation) -> CopyQueue:

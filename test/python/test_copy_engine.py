@@ -283,3 +283,32 @@ def test_imported_copies_take_the_queue_of_their_direction() -> None:
         e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"
     }
     assert threads == {0: "compute", 1: "comm 1", 2: "copy", 3: "copy HtoD", 4: "copy DtoH"}
+
+
+@pytest.mark.parametrize(
+    ("name", "queue", "known"),
+    [
+        ("Memcpy HtoD (Pinned -> Device)", CopyQueue.HTOD, True),
+        ("Memcpy HtoA (Pageable -> Array)", CopyQueue.HTOD, True),  # host to a CUDA array
+        ("Memcpy DtoH (Device -> Pageable)", CopyQueue.DTOH, True),
+        ("Memcpy AtoH (Array -> Pinned)", CopyQueue.DTOH, True),
+        ("Memcpy DtoD (Device -> Device)", CopyQueue.OTHER, True),
+        ("Memcpy PtoP (Device -> Device)", CopyQueue.OTHER, True),
+        ("Memset (Unknown)", CopyQueue.OTHER, True),  # HTA's TorchRec trace: still a memset
+        ("Memcpy", CopyQueue.OTHER, False),
+        ("cudaMemcpy2D", CopyQueue.OTHER, False),
+    ],
+)
+def test_copy_names_and_their_queues(name: str, queue: CopyQueue, known: bool) -> None:
+    """Which queue a copy's Kineto name picks, and whether the name says its direction (the
+    import flags those that do not: review of #19, finding 7)."""
+    from lancet_mlir.dialects.trace import copy_direction_known, copy_queue
+
+    module = parse(
+        "func.func @step() {\n"
+        f'  %c = trace.kernel {{name = "{name}", lancet.time_us = 1.0 : f64, '
+        'lancet.trace_kind = "memcpy"} : () -> !trace.token\n  func.return\n}\n'
+    )
+    op = next(o for o in module.walk() if o.name == "trace.kernel")
+    assert copy_queue(op) == queue
+    assert copy_direction_known(name) is known

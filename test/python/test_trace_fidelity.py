@@ -17,6 +17,8 @@ import pytest
 from lancet_mlir.cost.devices import get_device
 from lancet_mlir.importers.traces import load_steps
 from lancet_mlir.importers.traces.fidelity import gemm_dtype, gemm_groups, model_durations, op_class
+from lancet_mlir.importers.traces.report import replay_steps
+from lancet_mlir.tools import lancet_trace
 
 
 def _trace(path: Path) -> Path:
@@ -142,15 +144,19 @@ def test_gemm_dtype_from_kernel(itype: str, kernel: str, dtype: str) -> None:
     assert gemm_dtype(itype, kernel) == dtype
 
 
-def _copy_trace(path: Path) -> Path:
+def _copy_trace(path: Path, names: dict[str, str] | None = None) -> Path:
     """One V100 step of copies (old schema: a copy finds its ATen op by time nesting):
-    (ATen op, Input Dims, Input type, [(category, activity name, measured us, args.bytes)])."""
+    (ATen op, Input Dims, Input type, [(category, activity name, measured us, args.bytes)]);
+    `names` renames activities (first match of each old name, in order)."""
     ops = [
         (  # an embedding op clearing a 4 KiB buffer: its Input Dims name a 256 MiB table
             "fbgemm::split_embedding_codegen_lookup_adagrad_function",
             [[1048576, 64], [768]],
             ["float", "long int"],
-            [("gpu_memset", "Memset (Device)", 2.0, 4096), ("gpu_memset", "Memset (Device)", 3.0, None)],
+            [
+                ("gpu_memset", "Memset (Device)", 2.0, 4096),
+                ("gpu_memset", "Memset (Device)", 3.0, None),
+            ],
         ),
         (  # a copy op without the activity's bytes: the destination's 4 MiB
             "aten::copy_",
@@ -176,6 +182,8 @@ def _copy_trace(path: Path) -> Path:
              "dur": 2.0 * len(acts) + 1, "args": {"Input Dims": dims, "Input type": types}}
         )  # fmt: skip
         for cat, aname, dur, nbytes in acts:
+            if names and aname in names:
+                aname = names.pop(aname)
             corr += 1
             call = "cudaMemsetAsync" if cat == "gpu_memset" else "cudaMemcpyAsync"
             ev.append(
@@ -226,3 +234,35 @@ def test_copy_bytes_are_the_copys_own(tmp_path: Path) -> None:
         "memset": {"count": 1, "median_ratio": 1.0, "p90_ratio": 1.0},
     }
     assert fid["unmodeled"] == {"memset": 1}
+
+
+def test_copies_of_unknown_direction_are_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy whose name says no direction goes to the shared copy queue as before, but the
+    import counts it: the report's `copies_of_unknown_direction` and flag name it, and import
+    and replay warn once on stderr (review of #19, finding 7). The known names (HtoD, DtoD,
+    Memset) are not counted."""
+    path = _copy_trace(
+        tmp_path / "u.json", {"Memset (Device)": "Memcpy", "Memcpy HtoD (Pinned -> Device)": "cpy"}
+    )
+    flag = (
+        "unknown_copy_direction: 2 memcpy/memset activities named with no known direction "
+        "('Memcpy', 'cpy') go to the shared copy queue (device to device, memset): their queue "
+        "is a guess"
+    )
+    st = load_steps([str(path)])[0]
+    assert st.unknown_copies == {"Memcpy": 1, "cpy": 1}
+    report = replay_steps([st])
+    assert report["copies_of_unknown_direction"] == 2
+    assert report["flags"][0] == flag
+    assert capsys.readouterr().err == f"lancet-trace: warning: {path}: {flag}\n"
+    for cmd in (["import", str(path), "-o", str(tmp_path / "u.mlir")], ["replay", str(path)]):
+        with pytest.raises(SystemExit) as info:
+            lancet_trace.main(cmd)
+        assert info.value.code == 0
+        assert capsys.readouterr().err.splitlines() == [f"lancet-trace: warning: {path}: {flag}"]
+    # the named copies are not flagged
+    known = load_steps([str(_copy_trace(tmp_path / "k.json"))])[0]
+    assert known.unknown_copies == {}
+    assert replay_steps([known])["copies_of_unknown_direction"] == 0

@@ -385,9 +385,7 @@ def test_real_chakra_feeder_trace(tmp_path: Path) -> None:
         changed = False
         last: dict[int, int] = {}
         for n in gpu:
-            start = max(
-                [last.get(n["attr"]["tid"], 0)] + [end.get(d, 0) for d in deps[n["id"]]]
-            )
+            start = max([last.get(n["attr"]["tid"], 0)] + [end.get(d, 0) for d in deps[n["id"]]])
             if end.get(n["id"]) != start + n["dur"]:
                 end[n["id"]] = start + n["dur"]
                 changed = True
@@ -411,7 +409,8 @@ def test_real_chakra_feeder_trace(tmp_path: Path) -> None:
     text = out.read_text()
     # the all-reduces are comm collectives on their comm_size bytes; the broadcasts stay kernels
     all_reduce_bytes = sorted(n["attr"]["comm_size"] for n in comm if n["attr"]["comm_type"] == 0)
-    assert sorted(
-        int(x) for x in re.findall(r"comm\.allreduce .*?tensor<(\d+)xi8>", text)
-    ) == all_reduce_bytes
+    assert (
+        sorted(int(x) for x in re.findall(r"comm\.allreduce .*?tensor<(\d+)xi8>", text))
+        == all_reduce_bytes
+    )
     assert text.count(" = trace.kernel") == 1216 - 5

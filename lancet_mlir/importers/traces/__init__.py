@@ -25,7 +25,7 @@ from lancet_mlir.importers.traces.chakra import (
 )
 from lancet_mlir.importers.traces.et import is_pytorch_et
 from lancet_mlir.importers.traces.kineto import is_kineto, load_json, parse_kineto
-from lancet_mlir.importers.traces.step import StepTrace, build_step
+from lancet_mlir.importers.traces.step import UNKNOWN_COPY_FLAG, StepTrace, build_step
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import read_bytes
 
@@ -71,7 +71,7 @@ def load_steps(
     """One `StepTrace` per Kineto trace in `paths` (one per rank), sorted by rank; `et[i]`, a
     PyTorch execution trace of the same run, adds data dependencies to `paths[i]`'s step.
     A Kineto trace whose GPU activities overlap on a stream gets one warning line on stderr,
-    prefixed with `tool`."""
+    prefixed with `tool`, and so does one with copies whose name says no direction."""
     if not paths:
         raise UserError("no trace given")
     if et and len(et) != len(paths):
@@ -103,6 +103,9 @@ def load_steps(
         if raw.overlap_warning is not None:
             sys.stderr.write(f"{tool}: warning: {raw.overlap_warning}\n")
         st = build_step(raw, step)
+        for flag in st.flags:
+            if flag.startswith(UNKNOWN_COPY_FLAG):
+                sys.stderr.write(f"{tool}: warning: {path}: {flag}\n")
         if et:
             from lancet_mlir.importers.traces.et import add_data_dependencies, et_rank, parse_et
 

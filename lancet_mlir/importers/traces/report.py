@@ -414,6 +414,7 @@ def _rank_report(
         "event_wait_candidates_rejected": st.waits_rejected,
         "host_syncs": st.syncs_kept,
         "data_dependencies": st.data_deps,
+        "copies_of_unknown_direction": sum(st.unknown_copies.values()),
         "flags": flags,
     }
     if st.notes:

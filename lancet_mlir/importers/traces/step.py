@@ -96,6 +96,8 @@ class StepTrace:
     stream_index: dict[int, int] = field(default_factory=dict)
     """Trace thread id / CUDA stream id -> index in the graph."""
     notes: list[str] = field(default_factory=list)
+    unknown_copies: dict[str, int] = field(default_factory=dict)
+    """Copy activities whose name says no direction: name -> count (`_unknown_copies`)."""
     flags: list[str] = field(default_factory=list)
     """What the import found questionable about the trace (`name: explanation`): the replay
     report lists them with its own flags."""
@@ -207,7 +209,35 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
     graph.lag_us, graph.stream_lag_us = _launch_lag(graph, tol)
     graph.gap_us = _issue_gap(graph)
     _period(st, prev is not None)
+    _unknown_copies(st)
     return st
+
+
+UNKNOWN_COPY_FLAG = "unknown_copy_direction"
+"""The flag (report, and a warning line of `load_steps`) of copies whose name says no
+direction."""
+
+
+def _unknown_copies(st: StepTrace) -> None:
+    """Flag the memcpy / memset activities of the window whose Kineto name says no direction
+    (`dialects.trace.copy_direction_known`): the simulator puts them on the copy queue of the
+    rest (device to device, memset), which is a guess, not the trace's word."""
+    from lancet_mlir.dialects.trace import copy_direction_known
+
+    names: dict[str, int] = {}
+    for inf in st.info:
+        if inf.kind in ("memcpy", "memset") and not copy_direction_known(inf.name):
+            names[inf.name] = names.get(inf.name, 0) + 1
+    st.unknown_copies = dict(sorted(names.items()))
+    if not names:
+        return
+    shown = sorted(names, key=lambda n: (-names[n], n))[:3]
+    more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
+    st.flags.append(
+        f"{UNKNOWN_COPY_FLAG}: {sum(names.values())} memcpy/memset activities named with no "
+        f"known direction ({', '.join(repr(n) for n in shown)}{more}) go to the shared copy "
+        "queue (device to device, memset): their queue is a guess"
+    )
 
 
 def _copy_bytes(a: Activity) -> int | None:
