@@ -2,7 +2,7 @@
 
     python bench/bench_fidelity.py                      # the traces in test/data/traces
     python bench/bench_fidelity.py --hta ~/HolisticTraceAnalysis   # + HTA's test traces
-    python bench/bench_fidelity.py --chakra chakra.0.et --out /tmp/f
+    python bench/bench_fidelity.py --chakra chakra.0.et --out /tmp/f   # another Chakra trace
 
 One row per trace (or per coupled set of ranks): measured and predicted step period, the
 per-op start error, NCCL overlap, the GPU-only lower bound, flags, and with `--costs model` the
@@ -191,19 +191,25 @@ def _pct(x: float | None, digits: int = 2) -> str:
     return "" if x is None else f"{100 * x:.{digits}f} %"
 
 
+def _ratio(cls: dict | None) -> str:
+    """A class's median estimate / measured and its count: `2.00x (n=128)`."""
+    return "" if not cls else f"{cls['median_ratio']:.2f}x (n={cls['count']})"
+
+
 def markdown(rows: list[dict], timing: dict) -> str:
     """The Fidelity table (docs/benchmarks.md)."""
     head = (
         "| trace | GPU ops | measured (µs) | predicted (µs) | period error | start p50 | NCCL overlap "
-        "| GPU-only | flags | `--costs model` step error | GEMM ratio | NCCL ratio |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| GPU-only | flags | `--costs model` step error | GEMM ratio | NCCL ratio "
+        "| memcpy ratio | memset ratio |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for r in rows:
         if "measured_period_us" not in r:
             lines.append(
                 f"| {r['trace']} | {r['gpu_ops']} | (none) | {r['predicted_period_us']:.0f} | | | | | "
-                f"no measured times | | | |"
+                f"{', '.join(f.split(':')[0] for f in r['flags'])} | | | | | |"
             )
             continue
         m = r.get("model", {})
@@ -219,7 +225,8 @@ def markdown(rows: list[dict], timing: dict) -> str:
             f"({r['start_error_p50_pct_max']:.2f} %) | {'' if ov is None else f'{ov:.1f} pt'} "
             f"| {_pct(r['gpu_only_error_min'], 0)} | {', '.join(r['flags'])} "
             f"| {_pct(m.get('period_error_max'), 1)} | {'' if gemm is None else f'{gemm:.2f}x'} "
-            f"| {'' if nccl is None else f'{nccl:.2f}x'} |"
+            f"| {'' if nccl is None else f'{nccl:.2f}x'} "
+            f"| {_ratio(cls.get('memcpy'))} | {_ratio(cls.get('memset'))} |"
         )
     cmds = "\n".join(f"* {r['trace']}: `{r['command']}`" for r in rows)
     return (
@@ -239,7 +246,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--hta", default=None, help="a HolisticTraceAnalysis checkout (for its test traces)"
     )
-    p.add_argument("--chakra", default=None, help="a Chakra .et file")
+    p.add_argument(
+        "--chakra",
+        default=str(DATA / "chakra_feeder.0.et.gz"),
+        help="a Chakra .et file (default: the feeder test trace in test/data/traces)",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--kernels", type=int, default=10000)
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -256,8 +267,10 @@ def main(argv: list[str] | None = None) -> None:
             if path.exists():
                 rows.append(_row(name, [str(path)], f"lancet-trace replay <HTA>/{sub}"))
     if args.chakra:
+        chakra = Path(args.chakra)
+        shown = str(chakra.relative_to(ROOT)) if chakra.is_relative_to(ROOT) else chakra.name
         rows.append(
-            _row("Chakra feeder test trace (.et)", [args.chakra], "lancet-trace replay chakra.0.et")
+            _row("Chakra feeder test trace (.et)", [args.chakra], f"lancet-trace replay {shown}")
         )
     timing = _timing(args.kernels)
     out = Path(args.out)
