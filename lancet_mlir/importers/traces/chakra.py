@@ -254,14 +254,16 @@ def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
 
 
 def _impossible_cpu_ctrl(n: ChakraNode) -> list[int]:
-    """The ctrl deps of CPU node `n` on itself or on a node with a larger id. Chakra numbers
-    the nodes in the order the PyTorch execution trace recorded them, so a CPU op cannot wait,
-    in program order, for itself or for an op recorded after it. The Chakra converter writes
-    such deps on PyTorch's autograd thread (mlcommons/chakra issue 134, "Cyclic Dependency"):
-    in its feeder test trace (test/data/traces/chakra_feeder.0.et.gz) 1,049 of the 1,580
-    ctrl deps of thread 2's CPU ops, 383 of them self-loops, and they alone close its cycles.
-    The replay never follows a CPU node's ctrl deps (it has no host), so they only matter to
-    the cycle check, which leaves them out and counts them (`chakra_step`'s flag)."""
+    """The ctrl deps of CPU node `n` on itself or on a node with a larger id. A CPU op's ctrl
+    dep orders it after earlier host work, and the nodes are numbered in the order the PyTorch
+    execution trace recorded the ops, so such a dep points at the op itself or forward. The
+    Chakra converter writes them on PyTorch's autograd thread (mlcommons/chakra issue 134,
+    "Cyclic Dependency"): in its feeder test trace (test/data/traces/chakra_feeder.0.et.gz)
+    1,049 of the 1,580 ctrl deps of thread 2's CPU ops (383 on the op itself, 348 on the
+    thread's next CPU op, 199 on a kernel launched after it, often its own, 119 others), and
+    they alone close the trace's 417 cycles. The replay never follows a CPU node's ctrl deps
+    (it has no host), so they only matter to the cycle check, which leaves them out and
+    counts them (`chakra_step`'s flag)."""
     if n.is_gpu:
         return []
     return [d for d in n.ctrl_deps if d >= n.id]
@@ -319,7 +321,7 @@ def chakra_step(nodes: list[ChakraNode], source: str) -> StepTrace:
     nodes' own ctrl deps. A cycle in the deps of any nodes, CPU nodes too, or a node that
     depends on itself is an error; so are deps that contradict the stream order and two nodes
     with one id. A CPU node's ctrl deps on itself or on a later node are left out of the check
-    and counted in a note (`_impossible_cpu_ctrl`). Chakra traces carry durations but (in the
+    and counted in the flag `chakra_cpu_ctrl_deps_ignored` (`_impossible_cpu_ctrl`). Chakra traces carry durations but (in the
     files seen) no start times, so there is no measured period: `period_basis` "none"."""
     _check_ids(nodes, source)
     by_id = {n.id: n for n in nodes}
