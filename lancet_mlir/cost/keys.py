@@ -4,6 +4,9 @@ A key is the op name, ";", every operand type followed by ",", "|", then the res
 
     comp.matmul;T<64x128xf32>,T<128x256xf32>,|T<64x256xf32>
 
+A generic ATen call (`aten.op`, PyTorch import) is named by its target instead:
+`aten.addmm.default;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>`.
+
 Tensors render as `T<d0xd1x...xdtype>` (rank 0: `T<f32>`, dynamic dims `?`), other types as
 their MLIR text. One result renders bare, several as `(T<..>,T<..>,)`, none as nothing. This is
 Lancet's key scheme (lancet-algorithms.md §4.1) with MLIR op names instead of RAF's dispatched
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation
 
+from lancet_mlir.dialects.aten import AtenOp
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.support.numbering import AttrNumbers
 
@@ -51,10 +55,20 @@ def render_signature(
     return f"{name};{args}|{out}"
 
 
+def key_name(op: Operation) -> str:
+    """The name part of `op`'s key: its op name (the real one also for an unregistered op),
+    except for a generic ATen call (`aten.op`), which is named by its `target` overload
+    (`aten.addmm.default`): the calls it stands for launch different kernels, and one key per
+    type signature would give a measured `aten.mul.Tensor` to an `aten.add.Tensor`."""
+    if isinstance(op, AtenOp):
+        return op.target.data
+    return op_display_name(op)
+
+
 def op_key(op: Operation) -> str:
-    """The profile key of `op` (real op name also for unregistered ops)."""
+    """The profile key of `op` (module doc; `key_name` names it)."""
     global _KEY_NUMBERS
-    name = op_display_name(op)
+    name = key_name(op)
     number = _KEY_NUMBERS.number
     sig = (
         name,

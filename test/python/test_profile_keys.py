@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from helpers import parse
 
 from lancet_mlir.cost.keys import key_op_name, op_key, render_signature, render_type
@@ -53,3 +55,33 @@ def test_render_helpers() -> None:
     assert render_type(TensorType(f16, [2, 3, 4])) == "T<2x3x4xf16>"
     assert render_type(i64) == "i64"
     assert render_signature("x.y", [], []) == "x.y;|"
+
+
+def test_generic_aten_calls_are_keyed_by_their_target(tmp_path) -> None:
+    """Two `aten.op`s on the same types (a mul and an add launch different kernels) get
+    different keys, named by their targets, and a profile entry for one does not cost the
+    other: the add keeps the cost model's estimate."""
+    from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+    from xdsl.dialects.func import FuncOp, ReturnOp
+    from xdsl.ir import Block, Region
+
+    from lancet_mlir.cost.cost_model import CostConfig, CostModel
+    from lancet_mlir.dialects.aten import AtenOp
+
+    t = TensorType(f32, [8, 8])
+    block = Block(arg_types=[t, t])
+    mul = AtenOp("aten.mul.Tensor", list(block.args), [t])
+    add = AtenOp("aten.add.Tensor", list(block.args), [t])
+    block.add_ops([mul, add, ReturnOp()])
+    ModuleOp([FuncOp("f", ((t, t), ()), Region(block))])
+    assert op_key(mul) == "aten.mul.Tensor;T<8x8xf32>,T<8x8xf32>,|T<8x8xf32>"
+    assert op_key(add) == "aten.add.Tensor;T<8x8xf32>,T<8x8xf32>,|T<8x8xf32>"
+    assert key_op_name(op_key(mul)) == "aten.mul.Tensor"
+    estimate = CostModel.from_config(CostConfig(device="h100")).op_time_us(add)
+    entry = {"mean_us": 123.0, "count": 1, "std_us": 0.0, "min_us": 123.0, "max_us": 123.0}
+    path = tmp_path / "prof.json"
+    path.write_text(json.dumps({"format": "lancet-profile", "version": 1,
+                                "metadata": {"device": "h100"}, "entries": {op_key(mul): entry}}))  # fmt: skip
+    profiled = CostModel.from_config(CostConfig(profiles=(str(path),), device="h100"))
+    assert profiled.op_time_us(mul) == 123.0
+    assert profiled.op_time_us(add) == estimate != 123.0

@@ -78,12 +78,12 @@ MATMULS = [  # (Kineto op name, the same call in PyTorch, Input Dims, the import
     ("aten::bmm", "bmm", [[4, 16, 64], [4, 64, 32]],
      "comp.batch_matmul;T<4x16x64xf32>,T<4x64x32xf32>,|T<4x16x32xf32>"),
     ("aten::addmm", "addmm", [[32], [16, 64], [64, 32]],
-     "aten.op;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"),
+     "aten.addmm.default;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"),
     # linear: make_fx writes t(W), then addmm(bias, x, W^T) / mm(x, W^T), x flattened to 2-D
     ("aten::linear", "linear", [[16, 64], [32, 64], [32]],
-     "aten.op;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"),
+     "aten.addmm.default;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"),
     ("aten::linear", "linear", [[4, 16, 64], [32, 64], [32]],
-     "aten.op;T<32xf32>,T<64x64xf32>,T<64x32xf32>,|T<64x32xf32>"),
+     "aten.addmm.default;T<32xf32>,T<64x64xf32>,T<64x32xf32>,|T<64x32xf32>"),
     ("aten::linear", "linear", [[4, 16, 64], [32, 64]],
      "comp.matmul;T<64x64xf32>,T<64x32xf32>,|T<64x32xf32>"),
     ("aten::matmul", "matmul", [[4, 16, 64], [64, 32]],
@@ -160,7 +160,7 @@ def test_addmm_profile_costs_the_imported_linear(tmp_path: Path) -> None:
             ["from-kineto", str(_addmm_trace(tmp_path / "t.json")), "-o", str(prof)]
         )
     assert info.value.code == 0
-    key = "aten.op;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"
+    key = "aten.addmm.default;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|T<16x32xf32>"
     entries = json.loads(prof.read_text())["entries"]
     assert entries[key]["mean_us"] == 7.0
     assert entries["aten::addmm;T<32xf32>,T<16x64xf32>,T<64x32xf32>,|"]["mean_us"] == 7.0

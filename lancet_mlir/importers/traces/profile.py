@@ -52,11 +52,12 @@ def _matmul_key(a: list[int], b: list[int], dtype: str) -> str | None:
 
 def _addmm_key(bias: list[int], a: list[int], b: list[int], dtype: str) -> str | None:
     """The key of the `aten.op` the PyTorch importer makes of `aten.addmm(bias, a, b)` (no
-    `comp` kernel matches it, so it stays one generic op: operands bias, a, b, result MxN)."""
+    `comp` kernel matches it, so it stays one generic op, keyed by its target
+    `aten.addmm.default`: operands bias, a, b, result MxN)."""
     if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
         return None
     return (
-        f"aten.op;{_tensor(bias, dtype)},{_tensor(a, dtype)},{_tensor(b, dtype)},|"
+        f"aten.addmm.default;{_tensor(bias, dtype)},{_tensor(a, dtype)},{_tensor(b, dtype)},|"
         f"{_tensor([a[0], b[1]], dtype)}"
     )
 
