@@ -199,7 +199,7 @@ class DataflowGraph:
                 return i
         return None
 
-    def descendants(self) -> list[int]:
+    def descendants(self) -> Sequence[int]:
         """Reachability as bitsets: bit j of result[i] is set iff j is reachable from i
         (`graph/reach.py`; O(V * E / wordsize))."""
         return descendant_bits(self.succs, self.topo_order())

@@ -8,6 +8,7 @@ within a window instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 
 def ancestor_bits(preds: Sequence[Sequence[int]], order: Sequence[int]) -> list[int]:
@@ -21,15 +22,59 @@ def ancestor_bits(preds: Sequence[Sequence[int]], order: Sequence[int]) -> list[
     return anc
 
 
-def descendant_bits(succs: Sequence[Sequence[int]], order: Sequence[int]) -> list[int]:
-    """Bit j of result[i] is set iff i reaches j (`order`: a topological order)."""
-    desc = [0] * len(succs)
+class Bitsets(Sequence[int]):
+    """One Python-int bitset per node, each stored without its zero low bits: `self[i]` is
+    the full int again (bit j = node j). Descendant sets start above their node when nodes
+    are numbered in a topological order (block order is one), and a plain int spends a word
+    per 30 zero bits below its lowest set one: this halves what descendant sets take (56 of
+    85 MB for the 20,702-op block of a 48-layer model's token-8 candidate, without it)."""
+
+    __slots__ = ("_high", "_low")
+
+    def __init__(self, masks: Sequence[int]) -> None:
+        low = [(m & -m).bit_length() - 1 if m else 0 for m in masks]
+        self._low = low
+        self._high = [m >> k for m, k in zip(masks, low, strict=True)]
+
+    def __len__(self) -> int:
+        return len(self._high)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self._high[i] << self._low[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Bitsets):
+            return self._high == other._high and self._low == other._low
+        if isinstance(other, Sequence):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking, like a list
+
+    def __repr__(self) -> str:
+        return f"Bitsets({list(self)!r})"
+
+
+def descendant_bits(succs: Sequence[Sequence[int]], order: Sequence[int]) -> Bitsets:
+    """Bit j of result[i] is set iff i reaches j (`order`: a topological order); stored as
+    `Bitsets` (each set without its zero low bits)."""
+    high = [0] * len(succs)
+    low = [0] * len(succs)
     for v in reversed(order):
         bits = 0
         for s in succs[v]:
-            bits |= desc[s] | (1 << s)
-        desc[v] = bits
-    return desc
+            bits |= high[s] << low[s] | (1 << s)
+        k = (bits & -bits).bit_length() - 1 if bits else 0
+        high[v], low[v] = bits >> k, k
+    out = Bitsets.__new__(Bitsets)
+    out._high, out._low = high, low
+    return out
 
 
 def bits_of(mask: int) -> list[int]:

@@ -172,7 +172,7 @@ def block_order(
         raise ValueError("chains and data edges form a cycle") from None
 
 
-def reachability(graph: Graph) -> tuple[list[int], list[int]]:
+def reachability(graph: Graph) -> tuple[list[int], Sequence[int]]:
     """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j), from
     `graph/reach.py`: O(V · E / wordsize)."""
     order = core.topological_order(graph.preds, graph.succs)

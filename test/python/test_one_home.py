@@ -187,3 +187,28 @@ def test_summary_is_typed() -> None:
     assert isinstance(summary, TimelineSummary)
     assert (summary.makespan_us, summary.exposed_comm_us, summary.num_collectives) == (10.0, 5.0, 1)
     assert summary.as_dict()["compute_us"] == 5.0
+
+
+def test_descendant_bitsets_store_no_low_zero_bits() -> None:
+    """`descendant_bits` gives each set as a `Bitsets` entry, equal to the plain int (bit j =
+    node j) but stored without the zero bits below its lowest node: on a chain 0 -> 1 -> ...
+    -> 99, node 98's descendants are {99}, one word, not a 100-bit int."""
+    import sys
+
+    from lancet_mlir.graph.reach import Bitsets
+
+    n = 100
+    preds = [[i - 1] if i else [] for i in range(n)]
+    succs = [[i + 1] if i < n - 1 else [] for i in range(n)]
+    desc = descendant_bits(succs, list(range(n)))
+    assert isinstance(desc, Bitsets)
+    assert desc[98] == 1 << 99
+    assert desc[0] == ((1 << n) - 1) ^ 1
+    assert desc[n - 1] == 0
+    assert list(desc) == [((1 << n) - 1) >> (i + 1) << (i + 1) for i in range(n)]
+    assert desc[-1] == 0
+    assert desc[97:99] == [desc[97], desc[98]]
+    assert desc == Bitsets(list(desc))
+    assert desc == list(desc)
+    assert sys.getsizeof(desc._high[98]) < sys.getsizeof(1 << 99)
+    assert ancestor_bits(preds, list(range(n)))[99] == (1 << 99) - 1
