@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lancet_mlir.dialects.collectives import exchange_kinds
-from lancet_mlir.dialects.vocab import CollectiveKind
+from lancet_mlir.dialects.vocab import CollectiveKind, CopyQueue
 
 A2A_KINDS = exchange_kinds()
 """Collective kinds whose windows dW computation can fill (the MoE exchanges: the collective
@@ -100,6 +100,19 @@ class Problem:
 
     `comm_kind[v]` is the collective kind (`allreduce`, `all_to_all`, ...) or None for
     compute; `role[v]` the op's `lancet.role` (`fwd`, `dx`, `dw`, `update`) or None.
+
+    The node flags the simulator treats specially (sim/engine.py), None when no node has
+    them (every generated model): `copy_queue[v]` the `CopyQueue` of a memcpy / memset (0:
+    no copy; `graph.dataflow.copy_queue`), `is_host_sync[v]` a host sync and `is_virtual[v]`
+    a virtual node (`trace.payload`). `node_flags(problem)` hands them to the engine. Built
+    from the `DataflowGraph` where a block's problem is made (`passes.scheduling.block_problem`).
+
+    Derived once: `stream[v]`, the node's stream in the schedulers' internal model (one
+    communication stream): 0 compute, 1 communication, 2 + r the r-th copy queue some node
+    uses (in queue order, as the engine numbers its copy streams k + 1 + r with k = 1), -1
+    a stream-less node (a host sync or a virtual node: zero cost, no stream);
+    `num_streams` = 2 + the copy queues used; `streamless` the stream-less nodes. A
+    stream-less node costs nothing: its duration is taken as 0 (the engine ignores it).
     """
 
     preds: list[list[int]]
@@ -107,7 +120,13 @@ class Problem:
     comm_kind: list[str | None]
     durations: list[float]
     role: list[str | None] = field(default_factory=list)
+    copy_queue: list[int] | None = None
+    is_host_sync: list[bool] | None = None
+    is_virtual: list[bool] | None = None
     is_comm: list[bool] = field(init=False)
+    stream: list[int] = field(init=False)
+    num_streams: int = field(init=False)
+    streamless: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
         n = len(self.preds)
@@ -118,6 +137,41 @@ class Problem:
         ):
             raise ValueError("problem lists differ in length")
         self.is_comm = [k is not None for k in self.comm_kind]
+        # no flag set: the same as no list (every path below is the one without them)
+        self.copy_queue = _some(self.copy_queue, n, "copy queues")
+        self.is_host_sync = _some(self.is_host_sync, n, "host-sync flags")
+        self.is_virtual = _some(self.is_virtual, n, "virtual-node flags")
+        copies = self.copy_queue
+        if copies is not None:
+            for v, q in enumerate(copies):
+                if int(q) not in _QUEUES:
+                    raise ValueError(f"copy queue of node {v} must be a CopyQueue (0..3), got {q}")
+                if q and self.is_comm[v]:
+                    raise ValueError(f"node {v}: a collective cannot be a copy")
+        queues = sorted({int(q) for q in copies if q}) if copies is not None else []
+        rank = {q: 2 + r for r, q in enumerate(queues)}
+        self.stream = [1 if c else 0 for c in self.is_comm]
+        if copies is not None:
+            for v, q in enumerate(copies):
+                if q:
+                    self.stream[v] = rank[int(q)]
+        self.num_streams = 2 + len(queues)
+        self.streamless = []
+        for flags, what in (
+            (self.is_host_sync, "a host sync"),
+            (self.is_virtual, "a virtual node"),
+        ):
+            for v, f in enumerate(flags or ()):
+                if f and self.stream[v] > 0:
+                    raise ValueError(f"node {v}: {what} cannot be a collective or a copy")
+                if f and self.stream[v] == 0:  # a host sync flagged virtual too counts once
+                    self.stream[v] = -1
+                    self.streamless.append(v)
+        if self.streamless:
+            self.streamless.sort()
+            self.durations = [
+                0.0 if s < 0 else d for d, s in zip(self.durations, self.stream, strict=True)
+            ]
 
     @classmethod
     def from_edges(
@@ -126,10 +180,15 @@ class Problem:
         edges: Iterable[tuple[int, int]],
         comm: Iterable[int] | dict[int, str] | None = None,
         role: dict[int, str] | None = None,
+        copies: Iterable[int] | dict[int, int] | None = None,
+        host_syncs: Iterable[int] | None = None,
+        virtual: Iterable[int] | None = None,
     ) -> Problem:
         """Build from (producer, consumer) pairs. `durations` gives one µs value per node,
         or the number of nodes (all durations 0); `comm` maps collectives to their kind (a
-        plain iterable makes them allreduces); ValueError on a self edge."""
+        plain iterable makes them allreduces); `copies` maps copies to their `CopyQueue` (a
+        plain iterable: the queue of the rest), `host_syncs` and `virtual` list the host
+        syncs and virtual nodes; ValueError on a self edge."""
         if isinstance(durations, int):
             durations = [0.0] * durations
         n = len(durations)
@@ -152,7 +211,21 @@ class Problem:
         roles: list[str | None] = [None] * n
         for v, r in (role or {}).items():
             roles[v] = r
-        return cls(pred_lists, succs, kinds, [float(d) for d in durations], roles)
+        queue_map = copies if isinstance(copies, dict) else dict.fromkeys(copies or (), 1)
+        queue = [0] * n
+        for v, q in queue_map.items():
+            queue[v] = int(q)
+        syncs, virt = set(host_syncs or ()), set(virtual or ())
+        return cls(
+            pred_lists,
+            succs,
+            kinds,
+            [float(d) for d in durations],
+            roles,
+            queue,
+            [v in syncs for v in range(n)],
+            [v in virt for v in range(n)],
+        )
 
     def __len__(self) -> int:
         return len(self.preds)
@@ -164,3 +237,32 @@ class Problem:
     def is_allreduce(self, v: int) -> bool:
         """True for all-reduces (gradient synchronisation)."""
         return self.comm_kind[v] == CollectiveKind.ALLREDUCE
+
+    def is_compute(self, v: int) -> bool:
+        """True for an op of the compute stream: no collective, no copy, not stream-less."""
+        return self.stream[v] == 0
+
+
+_QUEUES = frozenset(int(q) for q in CopyQueue)
+
+
+def _some(flags: Sequence[Any] | None, n: int, what: str) -> list[Any] | None:
+    """`flags` as a list, or None when no node has the flag; ValueError on a wrong length."""
+    if flags is None:
+        return None
+    if len(flags) != n:
+        raise ValueError(f"{len(flags)} {what} for a problem of {n} nodes")
+    return list(flags) if any(flags) else None
+
+
+def node_flags(graph: Any, copy_stream: bool = True) -> dict[str, Any]:
+    """The engine's per-node flags of a `DataflowGraph` or a `Problem` (or any graph: None
+    where it has none) as keyword arguments of `sim.evaluate_fixed_order` / `list_schedule`:
+    `copies` (each node's `CopyQueue`; None with `copy_stream=False`, `SimOptions.copy_stream`:
+    copies then run on the compute stream), `host_syncs` and `virtual`. The one place every
+    engine call of the schedulers takes them from."""
+    return {
+        "copies": getattr(graph, "copy_queue", None) if copy_stream else None,
+        "host_syncs": getattr(graph, "is_host_sync", None),
+        "virtual": getattr(graph, "is_virtual", None),
+    }

@@ -34,11 +34,19 @@ def contract(
     for c, ps in enumerate(pred_lists):
         for p in ps:
             succs[p].append(c)
+
+    def kept_flags(flags: list | None) -> list | None:
+        return None if flags is None else [flags[v] for v in kept]
+
+    # the fused nodes are collectives: every copy, host sync and virtual node is kept as is
     contracted = Problem(
         pred_lists,
         succs,
         [problem.comm_kind[v] for v in kept],
         [duration[v] for v in kept],
         [problem.role[v] for v in kept],
+        kept_flags(problem.copy_queue),
+        kept_flags(problem.is_host_sync),
+        kept_flags(problem.is_virtual),
     )
     return contracted, kept

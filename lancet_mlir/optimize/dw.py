@@ -22,7 +22,9 @@ Lancet §6.2-6.3 (lancet-algorithms.md), deterministic and robust:
 
 Unlike Lancet, orders are repaired to be topological (a candidate may depend on a non-dW op
 launched after its window), graphs with all-reduces but no all-to-all are handled (gap
-filling only), and graphs without collectives are left alone.
+filling only), and graphs without collectives are left alone. Copies keep their own
+copy-engine chains and host syncs and virtual nodes are on no stream (`optimize.chains`):
+none is ever a dW candidate.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lancet_mlir.dialects.vocab import Role
-from lancet_mlir.graph.core import Problem, topological_order
+from lancet_mlir.graph.core import Problem, node_flags, topological_order
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     bits_of,
     block_order,
-    evaluate_chains,
+    evaluate,
     reachability,
+    split_chains,
 )
 from lancet_mlir.sim import Timeline, list_schedule, weight_update_first
 
@@ -49,7 +52,9 @@ def fifo_list_schedule(problem: Problem) -> Timeline:
     priorities = [1.0] * len(problem)
     for v in delayed:
         priorities[v] = 0.0
-    return list_schedule(problem, problem.durations, priorities=priorities, delayed=delayed)
+    return list_schedule(
+        problem, problem.durations, priorities=priorities, delayed=delayed, **node_flags(problem)
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def label_dw(
     windows = [v for v in launch_order if problem.is_a2a(v)]
     eligible = 0
     for v in range(len(problem)):
-        if problem.is_comm[v] or updates >> v & 1 or problem.role[v] not in (None, Role.DW):
+        if not problem.is_compute(v) or updates >> v & 1 or problem.role[v] not in (None, Role.DW):
             continue
         eligible |= 1 << v
     overlappable: dict[int, list[int]] = {}
@@ -196,15 +201,15 @@ def topological_by_preference(problem: Problem, preferred: Sequence[int]) -> lis
 
 def fill_allreduce_gaps(
     problem: Problem,
-    comp: Sequence[int],
-    fixed_comm: Sequence[int],
+    chains: Sequence[Sequence[int]],
     fillers: Sequence[int],
     ancestors: list[int] | None = None,
 ) -> list[int]:
-    """Interleave the all-reduces `fillers` into the collective chain `fixed_comm`.
+    """Interleave the all-reduces `fillers` into the collective chain `fixed_comm` =
+    `chains[1]`; returns the new collective chain.
 
-    `comp` and `fixed_comm` are evaluated alone (fillers and their descendants absent; they
-    never feed the compute chain). Each idle gap of the comm stream before a collective of
+    The chains (compute, `fixed_comm`, the copy queues) are evaluated alone (fillers and
+    their descendants absent; they never feed the compute chain). Each idle gap of the comm stream before a collective of
     `fixed_comm` takes the largest filler that is ready, still fits and does not depend on
     that collective or a later one (with zero durations, "ready in time" alone would not say
     so), repeatedly, so no collective of `fixed_comm` is delayed; the rest follow the last
@@ -212,7 +217,8 @@ def fill_allreduce_gaps(
     compute chain, every filler goes after the last collective instead. `ancestors`: the
     first half of `reachability(problem)`, when the caller has it.
     """
-    times = evaluate_chains(problem.preds, problem.durations, comp, fixed_comm)
+    fixed_comm = chains[1]
+    times = evaluate(problem, chains)
     if times is None:
         raise ValueError("compute and collective chains form a cycle")
     if ancestors is None:
@@ -242,30 +248,27 @@ def fill_allreduce_gaps(
         out.append(c)
         t = times.end[c]
     out.extend(left)
-    if evaluate_chains(problem.preds, problem.durations, comp, out) is None:
+    if evaluate(problem, [chains[0], out, *chains[2:]]) is None:
         # only with zero durations can "fits in time" hide a cycle through the compute chain
         return [*fixed_comm, *sorted(fillers, key=lambda f: (ready[f], f))]
     return out
 
 
 def append_tail(
-    problem: Problem, comp: list[int], comm: list[int], tail: Sequence[int]
-) -> tuple[list[int], list[int], ChainTimes]:
+    problem: Problem, chains: Sequence[Sequence[int]], tail: Sequence[int]
+) -> tuple[list[list[int]], ChainTimes]:
     """Append the `tail` nodes (optimizer updates) to the chains as their inputs arrive.
 
     A small list schedule: the chains are evaluated without the tail; then tail nodes are
-    taken earliest-ready first (ties: node index) and appended to their stream.
+    taken earliest-ready first (ties: node index) and appended to their stream (a
+    stream-less one happens when its inputs arrive).
     """
-    times = evaluate_chains(problem.preds, problem.durations, comp, comm)
+    times = evaluate(problem, chains)
     if times is None:
         raise ValueError("chains form a cycle")
     in_tail = set(tail)
     end = list(times.end)
-    free = [0.0, 0.0]
-    if comp:
-        free[0] = end[comp[-1]]
-    if comm:
-        free[1] = end[comm[-1]]
+    free = [end[chain[-1]] if chain else 0.0 for chain in chains]
     waiting = {v: sum(1 for p in problem.preds[v] if p in in_tail) for v in tail}
     heap: list[tuple[float, int]] = []
 
@@ -275,21 +278,24 @@ def append_tail(
     for v in tail:
         if waiting[v] == 0:
             push(v)
-    comp, comm = list(comp), list(comm)
+    out = [list(chain) for chain in chains]
     while heap:
         ready, v = heapq.heappop(heap)
-        s = 1 if problem.is_comm[v] else 0
-        end[v] = free[s] = max(free[s], ready) + problem.durations[v]
-        (comm if s else comp).append(v)
+        s = problem.stream[v]
+        if s < 0:
+            end[v] = ready
+        else:
+            end[v] = free[s] = max(free[s], ready) + problem.durations[v]
+            out[s].append(v)
         for c in problem.succs[v]:
             if c in waiting:
                 waiting[c] -= 1
                 if waiting[c] == 0:
                     push(c)
-    final = evaluate_chains(problem.preds, problem.durations, comp, comm)
+    final = evaluate(problem, out)
     if final is None:
         raise ValueError("chains form a cycle")
-    return comp, comm, final
+    return out, final
 
 
 @dataclass(frozen=True)
@@ -319,11 +325,11 @@ def dw_schedule(
     merged = topological_by_preference(problem, desired_order(launch, labels, placed))
     updates = labels.updates
     body = [v for v in merged if not updates >> v & 1]
-    comp = [v for v in body if not problem.is_comm[v]]
-    fixed = [v for v in body if problem.is_comm[v] and not problem.is_allreduce(v)]
-    fillers = [v for v in body if problem.is_allreduce(v)]
-    comm = fill_allreduce_gaps(problem, comp, fixed, fillers, reach[0])
+    chains = split_chains(problem, body)
+    fillers = [v for v in chains[1] if problem.is_allreduce(v)]
+    chains[1] = [v for v in chains[1] if not problem.is_allreduce(v)]
+    chains[1] = fill_allreduce_gaps(problem, chains, fillers, reach[0])
     tail = [v for v in merged if updates >> v & 1]
-    comp, comm, times = append_tail(problem, comp, comm, tail)
-    order = block_order(problem, comp, comm, times.start)
+    chains, times = append_tail(problem, chains, tail)
+    order = block_order(problem, chains, times.start)
     return DwSchedule(order, times.makespan_us, labels, placed)

@@ -8,6 +8,10 @@ dropped (this also removes the many interleavings that give the same stream chai
 bound is the largest of: the makespan so far; for each stream, its free time plus the work
 still to run on it; for each op ready to place, its earliest start plus the longest data
 path from it to the end. Exponential in the worst case: meant for graphs of up to ~20 ops.
+
+Streams are the internal model's (`Problem.stream`): compute, communication and one per copy
+queue; a stream-less node (host sync, virtual node) is placed when its producers have ended,
+at that time, on no stream.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class ExactResult:
 def exact_schedule(
     problem: Problem, upper_bound: float | None = None, max_nodes: int = 2_000_000
 ) -> ExactResult:
-    """Minimum fixed-order makespan (one comm stream, no slowdown) of `problem`.
+    """Minimum fixed-order makespan (one comm stream, no slowdown, copies on their queues'
+    streams) of `problem`.
 
     `upper_bound` (a known makespan, e.g. from a heuristic) speeds up pruning; the result is
     never worse than it only if some order reaches it. Raises RuntimeError after
@@ -48,7 +53,7 @@ class _Search:
         n = len(problem)
         self.n = n
         self.dur = problem.durations
-        self.stream = [1 if c else 0 for c in problem.is_comm]
+        self.stream = problem.stream  # -1: stream-less (zero duration, `Problem`)
         self.tail = [0.0] * n
         for v in reversed(topological_order(problem.preds, problem.succs)):
             self.tail[v] = self.dur[v] + max((self.tail[s] for s in problem.succs[v]), default=0.0)
@@ -62,10 +67,12 @@ class _Search:
         self.order: list[int] = []
 
     def run(self) -> ExactResult:
-        remaining = [0.0, 0.0]
+        streams = self.p.num_streams
+        remaining = [0.0] * streams
         for v in range(self.n):
-            remaining[self.stream[v]] += self.dur[v]
-        self._dfs(0, [0.0, 0.0], remaining, 0.0)
+            if self.stream[v] >= 0:
+                remaining[self.stream[v]] += self.dur[v]
+        self._dfs(0, [0.0] * streams, remaining, 0.0)
         if self.best_order is None:
             raise RuntimeError("no schedule beats the given upper bound")
         return ExactResult(self.best, self.best_order, self.nodes)
@@ -81,11 +88,11 @@ class _Search:
             return
         p, end = self.p, self.end
         eligible: list[tuple[float, float, int]] = []
-        bound = max(span, free[0] + remaining[0], free[1] + remaining[1])
+        bound = max(span, *(f + r for f, r in zip(free, remaining, strict=True)))
         for v in range(self.n):
             if placed >> v & 1 or self.pred_mask[v] & ~placed:
                 continue
-            s = free[self.stream[v]]
+            s = free[self.stream[v]] if self.stream[v] >= 0 else 0.0
             for q in p.preds[v]:
                 if end[q] > s:
                     s = end[q]
@@ -96,6 +103,12 @@ class _Search:
         eligible.sort()
         for s, _, v in eligible:
             st = self.stream[v]
+            if st < 0:  # stream-less: happens when its producers end, holds no stream
+                end[v] = s
+                self.order.append(v)
+                self._dfs(placed | 1 << v, free, remaining, max(span, s))
+                self.order.pop()
+                continue
             e = s + self.dur[v]
             end[v] = e
             old_free = free[st]
@@ -115,7 +128,7 @@ class _Search:
             for v in range(self.n)
             if placed >> v & 1 and any(not placed >> s & 1 for s in self.p.succs[v])
         )
-        key = (free[0], free[1], span, *frontier)
+        key = (*free, span, *frontier)
         seen = self.memo.setdefault(placed, [])
         for other in seen:
             if all(a <= b for a, b in zip(other, key, strict=True)):

@@ -11,7 +11,8 @@ evaluations. Lancet's index bug (reading the chain at -1 for the first pair)
 is fixed: the previous collective is only consulted when there is one.
 
 Plain data: merges are recorded as groups of original node indices; the caller rewrites
-the IR (`graph.rewrite.fuse_collectives`).
+the IR (`graph.rewrite.fuse_collectives`). The other chains (compute, copy queues) and the
+stream-less nodes are evaluated with the communication chain as they are (`optimize.chains`).
 """
 
 from __future__ import annotations
@@ -29,26 +30,27 @@ class FusionPlan:
     place), the resulting chains (fused groups represented by their last member) and times."""
 
     groups: list[list[int]]
-    comp: list[int]
-    comm: list[int]
+    chains: list[list[int]]
     times: ChainTimes
     evaluations: int
 
 
 def plan_noncritical_fusion(
     problem: Problem,
-    comp: Sequence[int],
-    comm: Sequence[int],
+    chains: Sequence[Sequence[int]],
     fused_time: Callable[[list[int]], float],
     compatible: Callable[[int, int], bool],
 ) -> FusionPlan:
-    """Merge consecutive compatible all-reduces while the makespan does not grow."""
+    """Merge consecutive compatible all-reduces of the communication chain (`chains[1]`)
+    while the makespan does not grow."""
     preds = [list(ps) for ps in problem.preds]
     succs = [list(ss) for ss in problem.succs]
     durations = list(problem.durations)
     members: dict[int, list[int]] = {}
-    comm = list(comm)
-    times = evaluate_chains(preds, durations, comp, comm)
+    fixed = [list(chain) for chain in chains]
+    comm = fixed[1]
+    free = problem.streamless
+    times = evaluate_chains(preds, durations, fixed, streamless=free)
     if times is None:
         raise ValueError("chains form a cycle")
     evaluations = 1
@@ -69,25 +71,27 @@ def plan_noncritical_fusion(
         group = members.get(a, [a]) + members.get(b, [b])
         trial_preds, trial_durations = _merged(preds, succs, durations, a, b, fused_time(group))
         trial_comm = comm[: k - 1] + comm[k:]
+        trial_chains = [fixed[0], trial_comm, *fixed[2:]]
         # the merge changes nothing that starts before `a` (its consumers and `b` start
         # after it ends): resume from there, the times are the same as from scratch
         trial = evaluate_chains(
             trial_preds,
             trial_durations,
-            comp,
-            trial_comm,
-            resume_point(times, comp, trial_comm, times.start[a]),
+            trial_chains,
+            resume_point(times, trial_chains, times.start[a]),
+            streamless=free,
         )
         evaluations += 1
         if trial is None or trial.makespan_us > times.makespan_us:
             k += 1
             continue
         preds, durations, comm, times = trial_preds, trial_durations, trial_comm, trial
+        fixed[1] = comm
         succs = _succs_after_merge(succs, a, b)
         members.pop(a, None)
         members[b] = group
     groups = [g for _, g in sorted(members.items(), key=lambda item: item[1][0])]
-    return FusionPlan(groups, list(comp), comm, times, evaluations)
+    return FusionPlan(groups, fixed, times, evaluations)
 
 
 def _merged(

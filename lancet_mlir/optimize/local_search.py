@@ -10,6 +10,10 @@ the O(V + E) chain evaluator, incrementally from the first op whose start can ch
 best strictly improving move of a step is applied; the search stops at a local optimum or
 when the evaluation budget is spent.
 
+Moves stay on one stream (`Problem.stream`): an op moves within its own chain, compute,
+communication or a copy queue, never to another; stream-less nodes (host syncs, virtual
+nodes) are in no chain, so the critical path passes through them but no move shifts them.
+
 The budget counts evaluations, not seconds, so the result is the same on every machine and
 in every run.
 """
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from lancet_mlir.graph.core import Problem
-from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains, reachability, resume_point
+from lancet_mlir.optimize.chains import ChainTimes, evaluate, reachability, resume_point
 
 STEP_OFFSETS = (1, 2, 3, 5, 9, 17, 33, 65)
 """How far (in chain positions) a move shifts an op: near moves first, then doubling jumps."""
@@ -37,8 +41,7 @@ GAP_FILLERS = 6
 class SearchResult:
     """The best chains found, their evaluation and how many evaluations were spent."""
 
-    comp: list[int]
-    comm: list[int]
+    chains: list[list[int]]
     times: ChainTimes
     evaluations: int
     improvements: int
@@ -50,20 +53,18 @@ class ChainSearch:
     def __init__(
         self,
         problem: Problem,
-        comp: Sequence[int],
-        comm: Sequence[int],
+        chains: Sequence[Sequence[int]],
         budget: int,
         progress: Callable[[int], None] | None = None,
         reach: tuple[list[int], list[int]] | None = None,
     ):
-        times = evaluate_chains(problem.preds, problem.durations, comp, comm)
+        times = evaluate(problem, chains)
         if times is None:
             raise ValueError("initial chains form a cycle")
         self.problem = problem
         # `reach`: the problem's `reachability`, when the caller has it already
         self.ancestors, self.descendants = reach if reach is not None else reachability(problem)
-        self.comp = list(comp)
-        self.comm = list(comm)
+        self.chains = [list(chain) for chain in chains]
         self.times = times
         self.budget = budget
         self.progress = progress
@@ -83,7 +84,7 @@ class ChainSearch:
             if not improved:
                 break
             self.improvements += 1
-        return SearchResult(self.comp, self.comm, self.times, self.evaluations, self.improvements)
+        return SearchResult(self.chains, self.times, self.evaluations, self.improvements)
 
     def _step(self) -> bool:
         best: tuple[float, int, list[int]] | None = None
@@ -91,20 +92,19 @@ class ChainSearch:
         durations = self.problem.durations
         # work before each position of the incumbent chains: a move keeps the chain prefix
         # before its resume point, so the work after it is the incumbent's there
-        done_comp = list(accumulate((durations[v] for v in self.comp), initial=0.0))
-        done_comm = list(accumulate((durations[v] for v in self.comm), initial=0.0))
+        done = [list(accumulate((durations[v] for v in c), initial=0.0)) for c in self.chains]
         for stream, chain_new, changed_from in self._candidates():
             if self.evaluations >= self.budget:
                 break
-            comp, comm = (chain_new, self.comm) if stream == 0 else (self.comp, chain_new)
+            chains = list(self.chains)
+            chains[stream] = chain_new
             self.evaluations += 1
-            resume = resume_point(self.times, self.comp, self.comm, changed_from)
-            _, i, j = resume
+            resume = resume_point(self.times, self.chains, changed_from)
             # only a makespan below the best so far counts, so the evaluation may stop as
             # soon as it cannot get there (`bound`); the result is the same
             limit = current if best is None else best[0]
-            bound = (limit, done_comp[-1] - done_comp[i], done_comm[-1] - done_comm[j])
-            times = evaluate_chains(self.problem.preds, durations, comp, comm, resume, bound)
+            work = tuple(d[-1] - d[k] for d, k in zip(done, resume[1], strict=True))
+            times = evaluate(self.problem, chains, resume, (limit, work))
             if times is None or times.makespan_us >= current:
                 continue
             if best is None or times.makespan_us < best[0]:
@@ -113,17 +113,14 @@ class ChainSearch:
         if best is None:
             return False
         _, stream, chain_new = best
-        if stream == 0:
-            self.comp = chain_new
-        else:
-            self.comm = chain_new
+        self.chains[stream] = chain_new
         self.times = self._best_times
         return True
 
     # ---- moves -------------------------------------------------------------------------------
     def _candidates(self) -> Iterator[tuple[int, list[int], float]]:
         """(stream, new chain, earliest old start that can change) for every move of a step."""
-        chains = (self.comp, self.comm)
+        chains = self.chains
         position = [0] * len(self.problem)
         for chain in chains:
             for k, v in enumerate(chain):
@@ -131,7 +128,9 @@ class ChainSearch:
         segments = self._segments(self._critical_path())
         self._ready = None  # the incumbent changed: made again by the first gap to fill
         for index, segment in enumerate(segments):
-            stream = 1 if self.problem.is_comm[segment[0]] else 0
+            stream = self.problem.stream[segment[0]]
+            if stream < 0:
+                continue  # a stream-less node is in no chain: nothing to move
             chain = chains[stream]
             if index > 0:
                 yield from self._fill_gap(stream, chain, position[segment[0]])
@@ -145,9 +144,9 @@ class ChainSearch:
     def _segments(self, path: list[int]) -> list[list[int]]:
         """The critical path cut into maximal runs on one stream."""
         segments: list[list[int]] = []
-        is_comm = self.problem.is_comm
+        stream = self.problem.stream
         for v in path:
-            if segments and is_comm[segments[-1][-1]] == is_comm[v]:
+            if segments and stream[segments[-1][-1]] == stream[v]:
                 segments[-1].append(v)
             else:
                 segments.append([v])
@@ -240,17 +239,17 @@ class ChainSearch:
             yield stream, chain[:k] + [x] + chain[k:q] + chain[q + 1 :], gap_from
 
     def _same(self, a: int, b: int) -> bool:
-        return self.problem.is_comm[a] == self.problem.is_comm[b]
+        return self.problem.stream[a] == self.problem.stream[b]
 
     def _critical_path(self) -> list[int]:
         """Walk back from the op that ends last along the binding constraint of each start:
         a producer that ended exactly then, else the stream predecessor."""
         start, end = self.times.start, self.times.end
         prev = [-1] * len(self.problem)
-        for chain in (self.comp, self.comm):
+        for chain in self.chains:
             for a, b in zip(chain, chain[1:], strict=False):
                 prev[b] = a
-        tails = [c[-1] for c in (self.comp, self.comm) if c]
+        tails = [c[-1] for c in self.chains if c]
         if not tails:
             return []
         v = max(tails, key=lambda x: (end[x], x))
@@ -269,8 +268,7 @@ class ChainSearch:
 
 def improve(
     problem: Problem,
-    comp: Sequence[int],
-    comm: Sequence[int],
+    chains: Sequence[Sequence[int]],
     budget: int,
     progress: Callable[[int], None] | None = None,
     reach: tuple[list[int], list[int]] | None = None,
@@ -279,4 +277,4 @@ def improve(
     `progress(k)` is told after each step that k more evaluations were spent; `reach`:
     `chains.reachability(problem)` when the caller computed it (a function of the edges
     alone: the searches of one problem share it)."""
-    return ChainSearch(problem, comp, comm, budget, progress, reach).run()
+    return ChainSearch(problem, chains, budget, progress, reach).run()

@@ -17,8 +17,10 @@ Stages, each reported with its makespan and exposed communication:
 
 (The partition stage of §1.4 runs on the IR before this pipeline; see
 `passes/lancet_schedule.py`.) Stages 3 and 4 run in the internal model: one communication
-stream, no overlap slowdown. The caller applies the never-worse rule with its own simulator
-options.
+stream, no overlap slowdown, no launch overhead; copies on their copy-engine queues, host
+syncs and virtual nodes on no stream (`optimize.chains`). Every stage is measured by the
+simulator with the problem's node flags (`graph.core.node_flags`). The caller applies the
+never-worse rule with its own simulator options.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lancet_mlir.graph.core import Problem
+from lancet_mlir.graph.core import Problem, node_flags
 from lancet_mlir.optimize.chains import block_order, reachability, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.dw import dw_schedule, fifo_list_schedule
@@ -71,7 +73,7 @@ class PipelineResult:
 
 def measure(problem: Problem, order: list[int]) -> tuple[float, float]:
     """(makespan, exposed comm) of `order` in the internal model."""
-    timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+    timeline = evaluate_fixed_order(problem, problem.durations, order=order, **node_flags(problem))
     return timeline.makespan_us, exposed_comm_us(timeline)
 
 
@@ -148,16 +150,15 @@ class _Fused:
 
 def _fuse(problem: Problem, order: list[int], fusion: FusionHooks) -> _Fused:
     """Non-critical fusion (§7.5) of `order`; the problem unchanged when nothing merges."""
-    comp, comm = split_chains(problem.is_comm, order)
-    plan = plan_noncritical_fusion(problem, comp, comm, fusion.fused_time, fusion.compatible)
+    chains = split_chains(problem, order)
+    plan = plan_noncritical_fusion(problem, chains, fusion.fused_time, fusion.compatible)
     if not plan.groups:
         return _Fused(problem, order, [], list(range(len(problem))), plan.evaluations)
     fused, old_index = contract(problem, plan.groups, [fusion.fused_time(g) for g in plan.groups])
     new_index = {old: k for k, old in enumerate(old_index)}
     fused_order = block_order(
         fused,
-        [new_index[v] for v in plan.comp],
-        [new_index[v] for v in plan.comm],
+        [[new_index[v] for v in chain] for chain in plan.chains],
         [plan.times.start[v] for v in old_index],
     )
     return _Fused(fused, fused_order, plan.groups, old_index, plan.evaluations)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lancet_mlir.graph.core import Problem, topological_order
+from lancet_mlir.graph.core import Problem, node_flags, topological_order
 from lancet_mlir.sim import Timeline, list_schedule
 
 
@@ -18,4 +18,10 @@ def upward_rank(problem: Problem) -> list[float]:
 def rank_list_schedule(problem: Problem) -> Timeline:
     """List schedule (one comm stream) that always launches the ready op with the longest
     remaining path: the critical dX chain first, dW work when the chain waits."""
-    return list_schedule(problem, problem.durations, priorities=upward_rank(problem), delayed=[])
+    return list_schedule(
+        problem,
+        problem.durations,
+        priorities=upward_rank(problem),
+        delayed=[],
+        **node_flags(problem),
+    )

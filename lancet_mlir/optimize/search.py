@@ -28,7 +28,7 @@ from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     block_order,
-    evaluate_chains,
+    evaluate,
     reachability,
     split_chains,
 )
@@ -76,40 +76,40 @@ def search_schedule(
     reach = reach if reach is not None else reachability(problem)
     ranked = []
     for index, (name, order) in enumerate(starts):
-        comp, comm = split_chains(problem.is_comm, order)
-        times = evaluate_chains(problem.preds, problem.durations, comp, comm)
+        chains = split_chains(problem, order)
+        times = evaluate(problem, chains)
         if times is None:
             raise ValueError(f"start '{name}' is not a valid order")
-        ranked.append((times.makespan_us, index, name, comp, comm))
+        ranked.append((times.makespan_us, index, name, chains))
     ranked.sort(key=lambda r: (r[0], r[1]))
     best: SearchOutcome | None = None
     spent = len(ranked)
-    for left, (_, _, name, comp, comm) in zip(range(len(ranked), 0, -1), ranked, strict=True):
+    for left, (_, _, name, chains) in zip(range(len(ranked), 0, -1), ranked, strict=True):
         share = (budget - spent) // left
         if share > 0:
-            result = improve(problem, comp, comm, share, progress, reach)
-            comp, comm, times, used = result.comp, result.comm, result.times, result.evaluations
+            result = improve(problem, chains, share, progress, reach)
+            chains, times, used = result.chains, result.times, result.evaluations
         else:
-            times = evaluate_chains(problem.preds, problem.durations, comp, comm)
+            times = evaluate(problem, chains)
             assert times is not None
             used = 0
         spent += used
         if best is None or times.makespan_us < best.makespan_us:
             best = SearchOutcome(
-                block_order(problem, comp, comm, times.start), times.makespan_us, name, 0
+                block_order(problem, chains, times.start), times.makespan_us, name, 0
             )
     assert best is not None
-    comp, comm = split_chains(problem.is_comm, best.order)
-    kicked = _kick_search(problem, comp, comm, best.makespan_us, budget - spent, progress, reach)
+    chains = split_chains(problem, best.order)
+    kicked = _kick_search(problem, chains, best.makespan_us, budget - spent, progress, reach)
     spent += kicked.evaluations
     if kicked.times is not None and kicked.times.makespan_us < best.makespan_us - 1e-9:
-        order = block_order(problem, kicked.comp, kicked.comm, kicked.times.start)
+        order = block_order(problem, kicked.chains, kicked.times.start)
         best = SearchOutcome(order, kicked.times.makespan_us, f"{best.start}+kicks", spent)
-        comp, comm = kicked.comp, kicked.comm
-    tail = defer_to_tail(problem, comp, comm, budget - spent, progress, reach)
+        chains = kicked.chains
+    tail = defer_to_tail(problem, chains, budget - spent, progress, reach)
     spent += tail.evaluations
     if tail.times is not None and tail.times.makespan_us < best.makespan_us - 1e-9:
-        order = block_order(problem, tail.comp, tail.comm, tail.times.start)
+        order = block_order(problem, tail.chains, tail.times.start)
         return SearchOutcome(order, tail.times.makespan_us, f"{best.start}+tail", spent)
     return SearchOutcome(best.order, best.makespan_us, best.start, spent)
 
@@ -133,16 +133,14 @@ smaller share it stops before it reaches the move that the perturbation made pos
 
 @dataclass
 class _Kicked:
-    comp: list[int]
-    comm: list[int]
+    chains: list[list[int]]
     times: ChainTimes | None
     evaluations: int
 
 
 def _kick_search(
     problem: Problem,
-    comp: list[int],
-    comm: list[int],
+    chains: list[list[int]],
     makespan_us: float,
     budget: int,
     progress: Callable[[int], None] | None,
@@ -152,23 +150,23 @@ def _kick_search(
     problem's `reachability`."""
     rng = random.Random(KICK_SEED)
     floor_share = KICK_SHARE_MIN * len(problem)
-    best = _Kicked(comp, comm, None, 0)
+    best = _Kicked(chains, None, 0)
     best_makespan = makespan_us
     idle = 0
     while idle < KICKS_WITHOUT_GAIN and budget - best.evaluations > 0:
-        kicked = _perturb(problem, best.comp, best.comm, rng, reach)
+        kicked = _perturb(problem, best.chains, rng, reach)
         best.evaluations += 1
         if kicked is None:
             idle += 1
             continue
         share = min(budget - best.evaluations, max(floor_share, budget // (4 * KICKS_WITHOUT_GAIN)))
-        result = improve(problem, kicked[0], kicked[1], share, progress, reach)
+        result = improve(problem, kicked, share, progress, reach)
         best.evaluations += result.evaluations
         if result.times.makespan_us <= best_makespan:
             # equal makespans are accepted too (a walk along the plateau), but only a
             # strictly better one resets the count of idle perturbations
             gained = result.times.makespan_us < best_makespan
-            best = _Kicked(result.comp, result.comm, result.times, best.evaluations)
+            best = _Kicked(result.chains, result.times, best.evaluations)
             best_makespan = result.times.makespan_us
             idle = 0 if gained else idle + 1
         else:
@@ -178,18 +176,18 @@ def _kick_search(
 
 def _perturb(
     problem: Problem,
-    comp: list[int],
-    comm: list[int],
+    incumbent: list[list[int]],
     rng: random.Random,
     reach: tuple[list[int], list[int]],
-) -> tuple[list[int], list[int]] | None:
-    """`KICK_MOVES` ops moved to random positions of their own stream, each between its
-    last ancestor and its first descendant on that stream; None if the chains no longer
-    have a block order (two streams can still wait for each other: up to `KICK_TRIES`
-    draws are made)."""
+) -> list[list[int]] | None:
+    """`KICK_MOVES` ops of the compute and communication chains moved to random positions of
+    their own stream, each between its last ancestor and its first descendant on that
+    stream (copy queues keep their order here; the local search moves them); None if the
+    chains no longer have a block order (two streams can still wait for each other: up to
+    `KICK_TRIES` draws are made)."""
     ancestors, descendants = reach
     for _ in range(KICK_TRIES):
-        chains = [list(comp), list(comm)]
+        chains = [list(chain) for chain in incumbent]
         for _ in range(KICK_MOVES):
             chain = chains[0] if len(chains[1]) < 2 or rng.random() < 0.5 else chains[1]
             if len(chain) < 2:
@@ -200,6 +198,6 @@ def _perturb(
                 (k for k, u in enumerate(chain) if descendants[op] >> u & 1), default=len(chain)
             )
             chain.insert(rng.randint(low, high), op)
-        if evaluate_chains(problem.preds, problem.durations, chains[0], chains[1]) is not None:
-            return chains[0], chains[1]
+        if evaluate(problem, chains) is not None:
+            return chains
     return None

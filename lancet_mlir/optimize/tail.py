@@ -9,7 +9,9 @@ instead, they overlap it. They move with everything that depends on them (their 
 all-reduces and updates), so the move is only worth it for some of them: the latest k of them
 are tried for k = 1, 2, ..., each made a topological order and improved by the local search;
 the best result counts if it beats the incumbent, and the step repeats from there. Budget in
-evaluations; no randomness, so deterministic.
+evaluations; no randomness, so deterministic. Only compute ops (`Problem.is_compute`) are
+candidates; what moves with them (copies, host syncs, virtual nodes among their descendants)
+keeps its own stream.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
     block_order,
-    evaluate_chains,
+    evaluate,
     reachability,
     split_chains,
 )
@@ -43,57 +45,55 @@ IDLE_SHARE = 0.5
 class TailResult:
     """The best chains found (None: nothing beat the input) and the evaluations spent."""
 
-    comp: list[int]
-    comm: list[int]
+    chains: list[list[int]]
     times: ChainTimes | None
     evaluations: int
 
 
 def defer_to_tail(
     problem: Problem,
-    comp: list[int],
-    comm: list[int],
+    chains: list[list[int]],
     budget: int,
     progress: Callable[[int], None] | None = None,
     reach: tuple[list[int], list[int]] | None = None,
 ) -> TailResult:
     """Improve the chains by tail deferral (module docstring) within `budget` evaluations;
     `reach`: `reachability(problem)` when the caller has it."""
-    best = TailResult(comp, comm, None, 0)
-    times = evaluate_chains(problem.preds, problem.durations, comp, comm)
-    if times is None or not comm or not comp:
+    best = TailResult(chains, None, 0)
+    times = evaluate(problem, chains)
+    if times is None or not chains[1] or not chains[0]:
         return best
     anc, desc = reach if reach is not None else reachability(problem)
     for _ in range(MAX_ROUNDS):
-        target = most_exposed(comp, comm, times)
-        candidates = idle_candidates(problem, comp, comm, times, target, anc[target] | desc[target])
-        order = block_order(problem, best.comp, best.comm, times.start)
-        found: tuple[list[int], list[int], ChainTimes] | None = None
+        target = most_exposed(chains, times)
+        candidates = idle_candidates(problem, chains, times, target, anc[target] | desc[target])
+        order = block_order(problem, best.chains, times.start)
+        found: tuple[list[list[int]], ChainTimes] | None = None
         for k in range(1, len(candidates) + 1):
             left = budget - best.evaluations
             if left <= 0:
                 return best
             share = max(1, left // (len(candidates) - k + 1))
-            chains = _deferred(problem, order, target, candidates[:k], desc)
+            deferred = _deferred(problem, order, target, candidates[:k], desc)
             best.evaluations += 1
-            if chains is None:
+            if deferred is None:
                 continue
-            result = improve(
-                problem, chains[0], chains[1], min(share, left - 1), progress, (anc, desc)
-            )
+            result = improve(problem, deferred, min(share, left - 1), progress, (anc, desc))
             best.evaluations += result.evaluations
             span = result.times.makespan_us
-            if span < (found[2].makespan_us if found else times.makespan_us) - 1e-9:
-                found = (result.comp, result.comm, result.times)
+            if span < (found[1].makespan_us if found else times.makespan_us) - 1e-9:
+                found = (result.chains, result.times)
         if found is None:
             return best
-        comp, comm, times = found
-        best = TailResult(comp, comm, times, best.evaluations)
+        chains, times = found
+        best = TailResult(chains, times, best.evaluations)
     return best
 
 
-def most_exposed(comp: Sequence[int], comm: Sequence[int], times: ChainTimes) -> int:
-    """The collective exposed longest (ties: the later one)."""
+def most_exposed(chains: Sequence[Sequence[int]], times: ChainTimes) -> int:
+    """The collective exposed longest (by the compute stream, `chains[0]`; ties: the later
+    one)."""
+    comp, comm = chains[0], chains[1]
     busy = _merged([(times.start[v], times.end[v]) for v in comp])
     return max(
         comm,
@@ -107,14 +107,15 @@ def most_exposed(comp: Sequence[int], comm: Sequence[int], times: ChainTimes) ->
 
 def idle_candidates(
     problem: Problem,
-    comp: Sequence[int],
-    comm: Sequence[int],
+    chains: Sequence[Sequence[int]],
     times: ChainTimes,
     target: int,
     related: int,
 ) -> list[int]:
-    """Compute ops unrelated to `target` that end before it starts and overlap collectives
-    for less than `1 - IDLE_SHARE` of their time; the latest `MAX_DEFERRED`, latest first."""
+    """Compute ops (`chains[0]`) unrelated to `target` that end before it starts and overlap
+    collectives (`chains[1]`) for less than `1 - IDLE_SHARE` of their time; the latest
+    `MAX_DEFERRED`, latest first."""
+    comp, comm = chains[0], chains[1]
     talking = _merged([(times.start[c], times.end[c]) for c in comm])
     out = []
     for x in comp:
@@ -129,7 +130,7 @@ def idle_candidates(
 
 def _deferred(
     problem: Problem, order: list[int], target: int, moved_ops: list[int], desc: list[int]
-) -> tuple[list[int], list[int]] | None:
+) -> list[list[int]] | None:
     """Chains of `order` with `moved_ops` and all their descendants launched right after
     `target` (made topological); None if they do not evaluate."""
     moved = 0
@@ -138,10 +139,10 @@ def _deferred(
     kept = [v for v in order if not moved >> v & 1]
     at = kept.index(target) + 1
     preferred = kept[:at] + [v for v in order if moved >> v & 1] + kept[at:]
-    comp, comm = split_chains(problem.is_comm, topological_by_preference(problem, preferred))
-    if evaluate_chains(problem.preds, problem.durations, comp, comm) is None:
+    chains = split_chains(problem, topological_by_preference(problem, preferred))
+    if evaluate(problem, chains) is None:
         return None
-    return comp, comm
+    return chains
 
 
 def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

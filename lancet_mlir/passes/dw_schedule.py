@@ -36,7 +36,8 @@ class DwSchedulePass(CostOptions, CheckedOptions, ModulePass):
       gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       communication streams of the never-worse check (default 1)
       overlap-slowdown=F   compute slowdown while a collective runs, for the check (default 1.0)
-    The placement itself assumes one communication stream and no slowdown.
+    The placement itself assumes one communication stream, no slowdown and no launch overhead
+    (copies on their copy engines, host syncs and virtual nodes on no stream).
     """
 
     name = "dw-schedule"
@@ -49,7 +50,7 @@ class DwSchedulePass(CostOptions, CheckedOptions, ModulePass):
             graph = costed.graph
             if not any(graph.is_comm):
                 continue
-            problem = block_problem(graph, costed.durations)
+            problem = block_problem(graph, costed.durations, sim.options)
             order = never_worse(problem, dw_schedule(problem).order, sim.options)
             apply_order(graph, order)
             sim.invalidate(item.block)

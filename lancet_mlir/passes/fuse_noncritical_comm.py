@@ -44,8 +44,9 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
       gpus-per-node=N, network-gbps=F   the cost model
       comm-streams=K       communication streams of the never-worse check (default 1)
       overlap-slowdown=F   compute slowdown while a collective runs, for the check (default 1.0)
-    The merge decisions use one communication stream and no slowdown; the result is kept only
-    if it is not slower than the input under the given options.
+    The merge decisions use one communication stream, no slowdown and no launch overhead
+    (copies on their copy engines, host syncs and virtual nodes on no stream); the result is
+    kept only if it is not slower than the input under the given options.
     """
 
     name = "fuse-noncritical-comm"
@@ -60,10 +61,10 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
             graph = costed.graph
             if sum(1 for c in graph.is_comm if c) < 2:
                 continue
-            problem = block_problem(graph, costed.durations)
+            problem = block_problem(graph, costed.durations, options)
             hooks = fusion_hooks(graph, cost_model)
-            comp, comm = split_chains(problem.is_comm, range(len(problem)))
-            plan = plan_noncritical_fusion(problem, comp, comm, hooks.fused_time, hooks.compatible)
+            chains = split_chains(problem, range(len(problem)))
+            plan = plan_noncritical_fusion(problem, chains, hooks.fused_time, hooks.compatible)
             if not plan.groups:
                 continue
             fused, old_index = contract(
@@ -72,8 +73,7 @@ class FuseNoncriticalCommPass(CostOptions, CheckedOptions, ModulePass):
             new_index = {old: k for k, old in enumerate(old_index)}
             order = block_order(
                 fused,
-                [new_index[v] for v in plan.comp],
-                [new_index[v] for v in plan.comm],
+                [[new_index[v] for v in chain] for chain in plan.chains],
                 [plan.times.start[v] for v in old_index],
             )
             before = simulated_makespan(problem, list(range(len(problem))), options)

@@ -18,7 +18,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.cost.cost_model import TimeMemo
-from lancet_mlir.graph.core import Problem
+from lancet_mlir.graph.core import Problem, node_flags
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.optimize.dw import fifo_list_schedule
@@ -191,8 +191,10 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                            of the same name, `lancet.device`, ...; see `CostOptions`)
       comm-streams=K       number of communication streams (default 1)
       overlap-slowdown=F   compute runs F times slower while a collective runs (default 1.0)
-    Stages 2-4 optimize for one communication stream and no slowdown; the final check uses
-    `comm-streams` and `overlap-slowdown`.
+    Stages 2-4 optimize for one communication stream, no slowdown and no launch overhead, with
+    the block's copies on their copy engines and its host syncs and virtual nodes on no stream,
+    as the simulator sees them (`optimize.chains`); the final check uses `comm-streams`,
+    `overlap-slowdown` and `launch-overhead-us`.
     """
 
     name = "lancet-schedule"
@@ -310,7 +312,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                 if item.top_level and result is not None:
                     total_us += result.summary.makespan_us
                 continue
-            problem = block_problem(graph, costed.durations)
+            problem = block_problem(graph, costed.durations, options)
             hooks = fusion_hooks(graph, cost_model, priced) if self.fusion else None
             budget = evaluation_budget(max_seconds, graph)
             with _progress_bar(budget, prefix + item.label) as progress:
@@ -423,13 +425,15 @@ def _never_worse(
 
 def _measure(problem, order: list[int], options: SimOptions | None = None) -> tuple[float, float]:
     """(makespan, exposed comm) of `order`, under `options` when given (else one stream)."""
+    flags = node_flags(problem)
     if options is None:
-        timeline = evaluate_fixed_order(problem, problem.durations, order=order)
+        timeline = evaluate_fixed_order(problem, problem.durations, order=order, **flags)
     else:
         timeline = evaluate_fixed_order(problem, problem.durations, order=order,
                                         num_comm_streams=options.num_comm_streams,
                                         overlap_slowdown=options.overlap_slowdown,
-                                        launch_overhead_us=options.launch_overhead_us)  # fmt: skip
+                                        launch_overhead_us=options.launch_overhead_us,
+                                        **flags)  # fmt: skip
     return timeline.makespan_us, exposed_comm_us(timeline)
 
 

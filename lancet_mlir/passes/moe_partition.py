@@ -12,6 +12,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from lancet_mlir.cost.cost_model import CostKeys
 from lancet_mlir.dialects.comm import module_world_size
+from lancet_mlir.graph.core import node_flags
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.partition.base import PartitionError
@@ -230,4 +231,5 @@ def _fixed_order_us(graph: DataflowGraph, time_of: OpCost, sim: SimOptions) -> f
         num_comm_streams=sim.num_comm_streams,
         overlap_slowdown=sim.overlap_slowdown,
         launch_overhead_us=sim.launch_overhead_us,
+        **node_flags(graph, sim.copy_stream),
     ).makespan_us

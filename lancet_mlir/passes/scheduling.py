@@ -14,7 +14,7 @@ from lancet_mlir import attrs
 from lancet_mlir.cost.cost_model import CostModel
 from lancet_mlir.dialects.comm import module_world_size
 from lancet_mlir.graph.buckets import fusion_key
-from lancet_mlir.graph.core import Problem
+from lancet_mlir.graph.core import Problem, node_flags
 from lancet_mlir.graph.dataflow import (
     DataflowGraph,
     block_ops,
@@ -33,18 +33,33 @@ from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
 
-def block_problem(graph: DataflowGraph, durations: Sequence[float]) -> Problem:
-    """The scheduling problem of one block: edges, kinds, durations, `lancet.role`s."""
+def block_problem(
+    graph: DataflowGraph, durations: Sequence[float], options: SimOptions | None = None
+) -> Problem:
+    """The scheduling problem of one block: edges, kinds, durations, `lancet.role`s and the
+    graph's node flags (copies, with `options.copy_stream`, the default; host syncs; virtual
+    nodes), so the schedulers see what the simulator sees."""
     roles: list[str | None] = []
     for op in graph.ops:
         role = op.attributes.get(attrs.ROLE)
         roles.append(role.data if isinstance(role, StringAttr) else None)
     kinds = [collective_kind(op) for op in graph.ops]
-    return Problem(graph.preds, graph.succs, kinds, [float(d) for d in durations], roles)
+    flags = node_flags(graph, options.copy_stream if options is not None else True)
+    return Problem(
+        graph.preds,
+        graph.succs,
+        kinds,
+        [float(d) for d in durations],
+        roles,
+        flags["copies"],
+        flags["host_syncs"],
+        flags["virtual"],
+    )
 
 
 def simulated_makespan(problem: Problem, order: Sequence[int], options: SimOptions) -> float:
-    """Fixed-order makespan of `order` under the pass's simulator options."""
+    """Fixed-order makespan of `order` under the pass's simulator options (and the
+    problem's node flags)."""
     return evaluate_fixed_order(
         problem,
         problem.durations,
@@ -52,6 +67,7 @@ def simulated_makespan(problem: Problem, order: Sequence[int], options: SimOptio
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
         launch_overhead_us=options.launch_overhead_us,
+        **node_flags(problem),
     ).makespan_us
 
 

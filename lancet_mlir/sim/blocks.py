@@ -15,6 +15,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
 
 from lancet_mlir import attrs
+from lancet_mlir.graph.core import node_flags
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import schedulable_blocks
 from lancet_mlir.sim.engine import evaluate_fixed_order
@@ -444,9 +445,7 @@ def simulate_graph(
         num_comm_streams=options.num_comm_streams,
         overlap_slowdown=options.overlap_slowdown,
         launch_overhead_us=options.launch_overhead_us,
-        copies=graph.copy_queue if options.copy_stream else None,
-        host_syncs=graph.is_host_sync,
-        virtual=graph.is_virtual,
+        **node_flags(graph, options.copy_stream),
     )
     return durations, timeline, summarize(graph, durations, timeline)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lancet_mlir.graph.core import Graph
+from lancet_mlir.graph.core import Graph, node_flags
 from lancet_mlir.sim.engine import evaluate_fixed_order, list_schedule, weight_update_first
 from lancet_mlir.sim.options import SimOptions
 
@@ -41,6 +41,7 @@ def profiled_fifo_schedule(
     kwargs = {
         "num_comm_streams": options.num_comm_streams,
         "overlap_slowdown": options.overlap_slowdown,
+        **node_flags(graph, options.copy_stream),
     }
     base = evaluate_fixed_order(graph, durations, **kwargs).makespan_us
     delayed = weight_update_first(graph)

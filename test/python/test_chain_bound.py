@@ -14,16 +14,16 @@ def test_bound_stops_once_the_limit_is_out_of_reach() -> None:
     # a 0-2, d 2-3, b 2-7, c waits 3-7 and runs 7-10: makespan 10
     p = Problem.from_edges([2.0, 5.0, 3.0, 1.0], [(0, 1), (1, 2)], {1: "all_to_all"})
     comp, comm = [0, 3, 2], [1]
-    full = evaluate_chains(p.preds, p.durations, comp, comm)
+    full = evaluate_chains(p.preds, p.durations, [comp, comm])
     assert full is not None
     assert full.makespan_us == 10.0
     # compute work 6 fits under 9.5, but c's 4 µs wait makes 10: stopped at that wait
-    assert evaluate_chains(p.preds, p.durations, comp, comm, None, (9.5, 6.0, 5.0)) is None
+    assert evaluate_chains(p.preds, p.durations, [comp, comm], None, (9.5, (6.0, 5.0))) is None
     # work alone above the limit: stopped before anything runs
-    assert evaluate_chains(p.preds, p.durations, comp, comm, None, (5.5, 6.0, 5.0)) is None
+    assert evaluate_chains(p.preds, p.durations, [comp, comm], None, (5.5, (6.0, 5.0))) is None
     # a reachable limit (even an equal one: callers reject makespan >= limit themselves)
     for limit in (10.0, 10.5):
-        kept = evaluate_chains(p.preds, p.durations, comp, comm, None, (limit, 6.0, 5.0))
+        kept = evaluate_chains(p.preds, p.durations, [comp, comm], None, (limit, (6.0, 5.0)))
         assert kept is not None
         assert (kept.start, kept.end, kept.makespan_us) == (full.start, full.end, full.makespan_us)
 
@@ -35,7 +35,7 @@ def chain_cases(draw: st.DrawFn) -> tuple[Problem, list[int], list[int], float]:
     comm = {v: "allreduce" for v in range(n) if draw(st.booleans())}
     p = Problem.from_edges([draw(st.integers(0, 6)) * 0.1 for _ in range(n)], edges, comm)
     order = draw(st.permutations(range(n)))  # any chains, realisable or not
-    comp, chain = split_chains(p.is_comm, order)
+    comp, chain = split_chains(p, order)
     return p, comp, chain, draw(st.integers(0, 40)) * 0.1
 
 
@@ -43,9 +43,9 @@ def chain_cases(draw: st.DrawFn) -> tuple[Problem, list[int], list[int], float]:
 @given(chain_cases())
 def test_bounded_evaluation_is_exact_or_provably_too_slow(case) -> None:
     p, comp, comm, limit = case
-    full = evaluate_chains(p.preds, p.durations, comp, comm)
+    full = evaluate_chains(p.preds, p.durations, [comp, comm])
     work = (sum(p.durations[v] for v in comp), sum(p.durations[v] for v in comm))
-    bounded = evaluate_chains(p.preds, p.durations, comp, comm, None, (limit, *work))
+    bounded = evaluate_chains(p.preds, p.durations, [comp, comm], None, (limit, work))
     if bounded is None:
         assert full is None or full.makespan_us >= limit
     else:

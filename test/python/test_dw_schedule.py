@@ -81,7 +81,7 @@ def test_fill_gaps_largest_fitting_first() -> None:
             7: "allreduce",
         },
     )
-    comm = fill_allreduce_gaps(p, [0, 2], [1, 3], [4, 5, 6, 7])
+    comm = fill_allreduce_gaps(p, [[0, 2], [1, 3]], [4, 5, 6, 7])
     # [0,2): f2; [3,12): f6 [3,9], then f3 [9,12]; f4 waits for A2
     assert comm == [4, 1, 7, 5, 3, 6]
 
@@ -239,7 +239,7 @@ def test_zero_duration_filler_stays_after_its_all_to_all() -> None:
     p = Problem.from_edges(
         [0, 0, 0, 0, 1], [(0, 1), (1, 2), (2, 3), (3, 4)], {1: "all_to_all", 3: "allreduce"}
     )
-    assert fill_allreduce_gaps(p, [0, 2], [1], [3]) == [1, 3]
+    assert fill_allreduce_gaps(p, [[0, 2], [1]], [3]) == [1, 3]
     s = dw_schedule(p)
     assert s.order == [0, 1, 2, 3, 4]
     assert s.makespan_us == 1.0

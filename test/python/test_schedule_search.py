@@ -71,16 +71,16 @@ def test_incremental_evaluation_matches_full() -> None:
         [(0, 3), (1, 2), (3, 4), (3, 5), (5, 6), (4, 7), (7, 8), (2, 9), (6, 10)],
         {2: "allreduce", 3: "all_to_all", 6: "allreduce", 7: "all_to_all"},
     )
-    comp, _ = split_chains(p.is_comm, range(len(p)))
+    comp, _ = split_chains(p, range(len(p)))
     comm = [3, 7, 2, 6]  # all-to-alls first
-    base = evaluate_chains(p.preds, p.durations, comp, comm)
+    base = evaluate_chains(p.preds, p.durations, [comp, comm])
     assert base is not None
     moved = [0, 4, 1, 5, 8, 9, 10]  # w0 after e
     from lancet_mlir.optimize.chains import resume_point
 
-    full = evaluate_chains(p.preds, p.durations, moved, comm)
+    full = evaluate_chains(p.preds, p.durations, [moved, comm])
     again = evaluate_chains(
-        p.preds, p.durations, moved, comm, resume_point(base, comp, comm, base.start[1])
+        p.preds, p.durations, [moved, comm], resume_point(base, [comp, comm], base.start[1])
     )
     assert full is not None
     assert again is not None
@@ -216,10 +216,10 @@ def fused_time(group: list[int]) -> float:
 def test_fusion_accepts_an_equal_makespan() -> None:
     # w1 [0,1] w2 [1,2] c [2,22] u1 [22,23] u2 [23,24]; r1 [1,3] r2 [3,5]: 24 µs either way
     p = fusion_graph(20.0)
-    plan = plan_noncritical_fusion(p, [0, 3, 6, 2, 5], [1, 4], fused_time, lambda a, b: True)
+    plan = plan_noncritical_fusion(p, [[0, 3, 6, 2, 5], [1, 4]], fused_time, lambda a, b: True)
     assert plan.groups == [[1, 4]]
     assert plan.times.makespan_us == 24.0
-    assert plan.comm == [4]
+    assert plan.chains[1] == [4]
     fused, old = contract(p, plan.groups, [3.0])
     assert old == [0, 2, 3, 4, 5, 6]
     assert fused.preds == [[], [3], [], [0, 2], [3], []]
@@ -229,12 +229,12 @@ def test_fusion_accepts_an_equal_makespan() -> None:
 def test_fusion_rejects_a_slower_schedule() -> None:
     # c = 1: u1 runs at [3,4] after r1 [1,3]; the fused op [2,5] would delay u1: 7 > 6
     p = fusion_graph(1.0)
-    plan = plan_noncritical_fusion(p, [0, 3, 6, 2, 5], [1, 4], fused_time, lambda a, b: True)
+    plan = plan_noncritical_fusion(p, [[0, 3, 6, 2, 5], [1, 4]], fused_time, lambda a, b: True)
     assert plan.groups == []
     assert plan.times.makespan_us == 6.0
 
 
 def test_fusion_respects_compatibility() -> None:
     p = fusion_graph(20.0)
-    plan = plan_noncritical_fusion(p, [0, 3, 6, 2, 5], [1, 4], fused_time, lambda a, b: False)
+    plan = plan_noncritical_fusion(p, [[0, 3, 6, 2, 5], [1, 4]], fused_time, lambda a, b: False)
     assert plan.groups == []
