@@ -312,7 +312,11 @@ def evaluate(
     )
 
 
-def reachability(graph: Graph) -> tuple[list[int], Sequence[int]]:
+Reach = tuple[list[int], Sequence[int]]
+"""(ancestors, descendants) bitsets of every node (`reachability`)."""
+
+
+def reachability(graph: Graph) -> Reach:
     """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j), from
     `graph/reach.py`: O(V · E / wordsize)."""
     order = core.topological_order(graph.preds, graph.succs)

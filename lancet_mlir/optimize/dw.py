@@ -37,6 +37,7 @@ from lancet_mlir.dialects.vocab import Role
 from lancet_mlir.graph.core import Problem, node_flags, topological_order
 from lancet_mlir.optimize.chains import (
     ChainTimes,
+    Reach,
     bits_of,
     block_order,
     evaluate,
@@ -95,9 +96,7 @@ def update_mask(problem: Problem, desc: Sequence[int]) -> int:
     return closed
 
 
-def label_dw(
-    problem: Problem, launch_order: Sequence[int], reach: tuple[list[int], list[int]] | None = None
-) -> DwLabels:
+def label_dw(problem: Problem, launch_order: Sequence[int], reach: Reach | None = None) -> DwLabels:
     """Find the dW candidates of `problem` (module docstring, step 2); `reach`: its
     `reachability`, when the caller has it."""
     anc, desc = reach if reach is not None else reachability(problem)
@@ -311,7 +310,7 @@ class DwSchedule:
 def dw_schedule(
     problem: Problem,
     initial: Sequence[int] | None = None,
-    reach: tuple[list[int], list[int]] | None = None,
+    reach: Reach | None = None,
 ) -> DwSchedule:
     """dW placement + all-reduce gap filling (module docstring); returns a block order.
 

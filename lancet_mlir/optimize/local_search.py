@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from lancet_mlir.graph.core import Problem
-from lancet_mlir.optimize.chains import ChainTimes, evaluate, reachability, resume_point
+from lancet_mlir.optimize.chains import ChainTimes, Reach, evaluate, reachability, resume_point
 
 STEP_OFFSETS = (1, 2, 3, 5, 9, 17, 33, 65)
 """How far (in chain positions) a move shifts an op: near moves first, then doubling jumps."""
@@ -56,7 +56,7 @@ class ChainSearch:
         chains: Sequence[Sequence[int]],
         budget: int,
         progress: Callable[[int], None] | None = None,
-        reach: tuple[list[int], list[int]] | None = None,
+        reach: Reach | None = None,
     ):
         times = evaluate(problem, chains)
         if times is None:
@@ -271,7 +271,7 @@ def improve(
     chains: Sequence[Sequence[int]],
     budget: int,
     progress: Callable[[int], None] | None = None,
-    reach: tuple[list[int], list[int]] | None = None,
+    reach: Reach | None = None,
 ) -> SearchResult:
     """Run the local search from the given chains with at most `budget` evaluations;
     `progress(k)` is told after each step that k more evaluations were spent; `reach`:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
+    Reach,
     block_order,
     evaluate,
     reachability,
@@ -67,7 +68,7 @@ def search_schedule(
     budget: int,
     starts: Sequence[tuple[str, Sequence[int]]] | None = None,
     progress: Callable[[int], None] | None = None,
-    reach: tuple[list[int], list[int]] | None = None,
+    reach: Reach | None = None,
 ) -> SearchOutcome:
     """Improve the starts within `budget` evaluations in all (module docstring); `reach`:
     the problem's `reachability`, when the caller has it (computed here else)."""
@@ -144,7 +145,7 @@ def _kick_search(
     makespan_us: float,
     budget: int,
     progress: Callable[[int], None] | None,
-    reach: tuple[list[int], list[int]],
+    reach: Reach,
 ) -> _Kicked:
     """Iterated local search from the best chains (module docstring); `reach`: the
     problem's `reachability`."""
@@ -178,7 +179,7 @@ def _perturb(
     problem: Problem,
     incumbent: list[list[int]],
     rng: random.Random,
-    reach: tuple[list[int], list[int]],
+    reach: Reach,
 ) -> list[list[int]] | None:
     """`KICK_MOVES` ops of the compute and communication chains moved to random positions of
     their own stream, each between its last ancestor and its first descendant on that

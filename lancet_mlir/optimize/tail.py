@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import (
     ChainTimes,
+    Reach,
     block_order,
     evaluate,
     reachability,
@@ -55,7 +56,7 @@ def defer_to_tail(
     chains: list[list[int]],
     budget: int,
     progress: Callable[[int], None] | None = None,
-    reach: tuple[list[int], list[int]] | None = None,
+    reach: Reach | None = None,
 ) -> TailResult:
     """Improve the chains by tail deferral (module docstring) within `budget` evaluations;
     `reach`: `reachability(problem)` when the caller has it."""
@@ -129,7 +130,7 @@ def idle_candidates(
 
 
 def _deferred(
-    problem: Problem, order: list[int], target: int, moved_ops: list[int], desc: list[int]
+    problem: Problem, order: list[int], target: int, moved_ops: list[int], desc: Sequence[int]
 ) -> list[list[int]] | None:
     """Chains of `order` with `moved_ops` and all their descendants launched right after
     `target` (made topological); None if they do not evaluate."""
