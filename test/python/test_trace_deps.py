@@ -290,3 +290,24 @@ def test_one_host_note_with_launch_overhead_on_several_threads() -> None:
     assert "notes" not in free  # at 0 a sync is only its edges, per thread
     module = build_module(steps, data_only=True)
     assert "lancet.launch_overhead_us" not in module.attributes
+
+
+def test_launch_lags_are_measured_after_the_execution_trace_deps() -> None:
+    """et_lag.json is whatif_scale.json without its cudaStreamWaitEvent: the add (launched at
+    23 µs, started at 126) waits for the all-reduce (ends at 126) only through the ET's data
+    dependency. Measured before that dependency was known, the add looked launched onto an idle
+    stream 7 with a 103 µs lag (126 - 23), which became the window's lag and delayed the
+    all-reduce (launched at 19, the first op of its stream) to 19 + 103 = 122 instead of 86:
+    172 µs predicted against 136. Measured after it, no op's start is left unexplained, so the
+    default 5 µs lag stands and the replay is exact: relu 16-46, gemm 46-86, all-reduce
+    86-126 (waits for the gemm, its ET input), add 126-136."""
+    steps = load_steps([str(DATA / "et_lag.json")], et=[str(DATA / "whatif_scale_et.json")])
+    graph = steps[0].graph
+    assert graph.lag_us == 5.0  # step.DEFAULT_LAG_US: no op's start is unexplained
+    assert all(o.lag_us is None for o in graph.ops)
+    out = subprocess.run(
+        [sys.executable, "-m", "lancet_mlir.tools.lancet_trace", "replay",
+         str(DATA / "et_lag.json"), "--et", str(DATA / "whatif_scale_et.json")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "measured 136.0 us, predicted 136.0 us (+0.00 %)" in out.stdout

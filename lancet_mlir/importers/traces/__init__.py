@@ -25,7 +25,13 @@ from lancet_mlir.importers.traces.chakra import (
 )
 from lancet_mlir.importers.traces.et import is_pytorch_et
 from lancet_mlir.importers.traces.kineto import is_kineto, load_json, parse_kineto
-from lancet_mlir.importers.traces.step import UNKNOWN_COPY_FLAG, StepTrace, build_step
+from lancet_mlir.importers.traces.step import (
+    UNKNOWN_COPY_FLAG,
+    StepTrace,
+    build_step,
+    measure_launch_lags,
+    trace_tolerance,
+)
 from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.files import read_bytes
 
@@ -113,6 +119,8 @@ def load_steps(
             add_data_dependencies(
                 st, raw, parse_et(et_doc, et[k]), et_source=et[k], et_rank=et_rank(et_doc)
             )
+            # an op whose start a data dependency now explains did not wait for its launch
+            measure_launch_lags(st, trace_tolerance(raw))
         steps.append(st)
     if len(steps) > 1 and any(s.period_basis == "none" for s in steps):
         raise UserError(

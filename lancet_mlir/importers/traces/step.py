@@ -201,13 +201,12 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
         thread_index=tid_index,
         stream_index=stream_index,
     )
-    tol = _tolerance(raw.activities)
+    tol = trace_tolerance(raw)
     _link_cpu_ops(raw, chosen, st)
     _nccl_info(raw, chosen, st)
     _event_waits(raw, calls, st, tol)
     _host_syncs(raw, calls, st, tol)
-    graph.lag_us, graph.stream_lag_us = _launch_lag(graph, tol)
-    graph.gap_us = _issue_gap(graph)
+    measure_launch_lags(st, tol)
     _period(st, prev is not None)
     _unknown_copies(st)
     return st
@@ -278,6 +277,23 @@ def _issue_gap(g: RankGraph) -> float:
         return 0.0
     gaps.sort()
     return gaps[len(gaps) // 2]
+
+
+def measure_launch_lags(st: StepTrace, tol: float) -> None:
+    """Measure the window's launch lags (`RankGraph.lag_us`, `stream_lag_us`, each idle-stream
+    op's own `lag_us`) and issue gap from its ops' dependencies as they are now: called again
+    once an execution trace added data dependencies (`et.add_data_dependencies`), since an op
+    whose start only a data dependency explains waited for it, not for its launch."""
+    g = st.graph
+    for o in g.ops:
+        o.lag_us = None
+    g.lag_us, g.stream_lag_us = _launch_lag(g, tol)
+    g.gap_us = _issue_gap(g)
+
+
+def trace_tolerance(raw: RawTrace) -> float:
+    """The timestamp tolerance of the trace's activities (`_tolerance`)."""
+    return _tolerance(raw.activities)
 
 
 def _launch_lag(g: RankGraph, tol: float) -> tuple[float, dict[int, float]]:
