@@ -170,7 +170,9 @@ def test_pytorch_et_adds_data_dependencies_the_times_satisfy() -> None:
         et=[str(DATA / "dlrm" / "dlrm_eg_0.json.gz")],
     )
     st = steps[0]
-    assert st.data_deps == 248
+    # 248 read-after-write edges, 91 write-after-read (an in-place op after a reader of the
+    # old value) and 53 write-after-write ones, each kept because the measured times satisfy it
+    assert st.data_deps == 392
     ops = st.graph.ops
     for o in ops:
         for d in o.deps:

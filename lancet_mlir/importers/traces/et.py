@@ -8,8 +8,12 @@ Kineto's `External id` do not line up in real traces; reference/trace-notes.md):
 iteration, and matching from the start of a trace of several steps would put its edges on an
 earlier step. An ET none of whose operators launches GPU work of step N is refused.
 A GPU op then depends on the last GPU op launched by the operator that last wrote a storage its
-operator reads (views share their storage; operators that launch nothing never count as
-writers). An edge is kept only if the measured times satisfy it.
+operator reads (read after write), and, when its operator writes a storage, on the last GPU op
+of each operator that read that storage since its previous write (write after read: an in-place
+`add_` on a weight after the matmul that read it) and of that previous writer (write after
+write); views share their storage, and operators that launch nothing are neither readers nor
+writers. One pass in ET order, each storage keeping its last writer and its readers since
+(O(reads + writes) edges). An edge is kept only if the measured times satisfy it.
 
 An ET does not state its rank in its header; its `record_param_comms` nodes do (`et_rank`). An ET
 whose collectives name a rank other than the one the Kineto trace's `distributedInfo` states is
@@ -170,31 +174,59 @@ def add_data_dependencies(
                 visited.add(p)
                 subtree[p].extend(own[n.id])
                 p = parent.get(p, -1)
+    # per storage: its last writer and the operators that read it since (module doc: one
+    # pass, each read recorded once and turned into at most one edge per later writer)
     writer: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
     kept = 0
+
+    def link(src_node: int, dst_firsts: list[int]) -> None:
+        """Edges from the last GPU op `src_node` launched (with its callees) to each stream's
+        first op of the current operator, kept where the measured times satisfy them."""
+        nonlocal kept
+        src = max(subtree[src_node], key=lambda j: (st.info[j].launch_ts, j))
+        for dst in dst_firsts:
+            if (
+                src == dst
+                or src in ops[dst].deps
+                or st.info[src].launch_ts > st.info[dst].launch_ts
+            ):
+                continue  # itself, already an edge, or its own callee / ancestor's later op
+            if ops[dst].ts + tol >= ops[src].ts + ops[src].dur:
+                ops[dst].deps.append(src)
+                kept += 1
+
     for n in nodes:
         mine = own[n.id]
         if mine:
             first_per_stream: dict[int, int] = {}
             for j in sorted(mine, key=lambda j: (st.info[j].launch_ts, j)):
                 first_per_stream.setdefault(ops[j].stream, j)
-            for s in set(n.inputs):
+            firsts = list(first_per_stream.values())
+            # sources in a fixed order (a set of ints iterates alike in every run)
+            srcs: dict[int, None] = {}
+            for s in set(n.inputs):  # read after write
                 w = writer.get(s)
-                if w is None or w == n.id:
-                    continue
-                src = max(subtree[w], key=lambda j: (st.info[j].launch_ts, j))
-                for dst in first_per_stream.values():
-                    if (
-                        src == dst
-                        or src in ops[dst].deps
-                        or st.info[src].launch_ts > st.info[dst].launch_ts
-                    ):
-                        continue
-                    if ops[dst].ts + tol >= ops[src].ts + ops[src].dur:
-                        ops[dst].deps.append(src)
-                        kept += 1
+                if w is not None and w != n.id:
+                    srcs.setdefault(w, None)
+            for s in n.outputs:
+                # write after read: an in-place op (`add_` on a weight) waits for the ops
+                # that read the old value; write after write: for the previous writer
+                for r in readers.get(s, ()):
+                    if r != n.id:
+                        srcs.setdefault(r, None)
+                w = writer.get(s)
+                if w is not None and w != n.id:
+                    srcs.setdefault(w, None)
+            for src_node in srcs:
+                link(src_node, firsts)
         if subtree[n.id]:
+            for s in n.inputs:
+                seen_by = readers.setdefault(s, [])
+                if not seen_by or seen_by[-1] != n.id:
+                    seen_by.append(n.id)
             for s in n.outputs:
                 writer[s] = n.id
+                readers[s] = []  # later writers order after this write (WAW), not its readers
     st.data_deps += kept
     return kept

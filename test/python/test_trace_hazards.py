@@ -1,0 +1,130 @@
+"""Orders an imported trace's reorderings must keep (review 20 of issue #19, findings 2 and 6).
+
+* Finding 2: the execution trace's tensor dependencies include write after read (an in-place
+  `add_` on a weight after the matmul that read it) and write after write, besides read after
+  write, so `whatif --pipeline` cannot move an in-place update ahead of a reader of the old value.
+* Finding 6: NCCL kernels outside the four `comm` kinds (broadcast, send/recv, ...) run on a
+  communication stream in the module, as the replay runs them on their own CUDA stream.
+
+test/data/traces/war.json (+ war_et.json) is whatif_scale.json with its first two ops renamed:
+stream 7 runs aten::mm's gemm_fwd 16-46 (reads W = storage 10 and storage 11, writes Y = 21),
+aten::add_'s sgd_update 46-86 (reads 10 and 13, writes W in place), the all-reduce of W on
+stream 20 86-126, then aten::add's add 126-136 (reads W and Y). bcast.json (+ bcast_et.json) is
+whatif_scale.json with its all-reduce turned into a broadcast, same times and streams.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from lancet_mlir.dialects.trace import KernelOp, PayloadOp
+from lancet_mlir.graph.dataflow import DataflowGraph
+from lancet_mlir.importers.traces import load_steps
+from lancet_mlir.importers.traces.build import build_module
+from lancet_mlir.tools import lancet_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+NCCL_AR = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _named_preds(module: ModuleOp) -> list[tuple[str, list[str]]]:
+    """(op, its operands' ops) in block order, kernels and collectives by name, the payload of
+    a collective as `payload`."""
+    fn = next(iter(module.body.block.ops))
+    graph = DataflowGraph.from_block(fn.regions[0].blocks[0])
+    names = [
+        "payload" if isinstance(op, PayloadOp) else op.attributes["name"].data  # type: ignore[union-attr]
+        for op in graph.ops
+    ]
+    return [(names[i], [names[p] for p in graph.preds[i]]) for i in range(len(names))]
+
+
+def _whatif(tmp_path: Path, trace: Path, et: Path, *flags: str) -> dict:
+    report = tmp_path / "r.json"
+    argv = ["whatif", str(trace), "--et", str(et), "--pipeline", "lancet-schedule", *flags]
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main([*argv, "--report", str(report)])
+    assert info.value.code == 0
+    return json.loads(report.read_text())
+
+
+def _waw_et(tmp_path: Path) -> Path:
+    """war_et.json where aten::mm writes W (storage 10: an `out=` variant) as well as Y and
+    reads only storage 11, and aten::add_ overwrites W without reading it (reads 13 only):
+    no read of W between the two writes, so only a write-after-write edge orders them."""
+    doc = json.loads((DATA / "war_et.json").read_text())
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    mm, upd = by_name["aten::mm"], by_name["aten::add_"]
+    w = mm["inputs"][0]
+    mm["inputs"] = [mm["inputs"][1]]
+    mm["outputs"] = [w, *mm["outputs"]]
+    upd["inputs"] = [upd["inputs"][1]]
+    path = tmp_path / "waw_et.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_in_place_write_waits_for_the_earlier_reader() -> None:
+    steps = load_steps([str(DATA / "war.json")], et=[str(DATA / "war_et.json")])
+    # read after write: all-reduce <- sgd_update (W), add <- gemm_fwd (Y) (add <- all-reduce
+    # is the trace's cudaStreamWaitEvent already, not counted); write after read: sgd_update
+    # <- gemm_fwd (it read the old W). Each kept: the later op starts when the earlier ends
+    # (46 >= 46, 86 >= 86, 126 >= 46). Read after write only, it was 2 edges
+    assert steps[0].data_deps == 3
+    assert _named_preds(build_module(steps, data_only=True)) == [
+        ("gemm_fwd", []),
+        ("sgd_update", ["gemm_fwd"]),
+        ("payload", ["sgd_update"]),
+        (NCCL_AR, ["payload"]),
+        ("add", ["gemm_fwd", NCCL_AR]),
+    ]
+
+
+@pytest.mark.parametrize("et", ["war", "waw"])
+def test_pipeline_keeps_the_in_place_update_after_the_read(tmp_path: Path, et: str) -> None:
+    # gemm 30 -> update 40 -> all-reduce 40 -> add 10 is one chain in either case: the
+    # simulated period stays 30 + 40 + 40 + 10 = 120 and nothing is saved. (With read-after-
+    # write edges only, the update ran first and its all-reduce overlapped the gemm: 90.)
+    path = DATA / "war_et.json" if et == "war" else _waw_et(tmp_path)
+    data = _whatif(tmp_path, DATA / "war.json", path)
+    assert data["data_dependencies"] == 3  # WAR (or WAW) gemm -> update, 2 RAW as above
+    pipe = data["pipeline"]
+    assert (pipe["simulated_before_us"], pipe["simulated_after_us"]) == (120.0, 120.0)
+    assert (pipe["saved_us"], pipe["predicted_period_us"]) == (0.0, 136.0)
+
+
+def test_readers_since_the_last_write_only(tmp_path: Path) -> None:
+    # a reader before an earlier write is ordered through that write, not by an edge of its
+    # own: war_et.json with the add_ also reading nothing but 13 and the all-reduce (which
+    # writes W) as the second writer. gemm_fwd reads W; sgd_update writes W: WAR edge
+    # gemm_fwd -> sgd_update; the all-reduce writes W: WAW from sgd_update only (readers of W
+    # since sgd_update's write: none), no edge from gemm_fwd
+    doc = json.loads((DATA / "war_et.json").read_text())
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    upd = by_name["aten::add_"]
+    upd["inputs"] = [upd["inputs"][1]]
+    ar = by_name["c10d::allreduce_"]
+    ar["inputs"] = []
+    path = tmp_path / "et.json"
+    path.write_text(json.dumps(doc))
+    steps = load_steps([str(DATA / "war.json")], et=[str(path)])
+    assert _named_preds(build_module(steps, data_only=True)) == [
+        ("gemm_fwd", []),
+        ("sgd_update", ["gemm_fwd"]),
+        ("payload", ["sgd_update"]),
+        (NCCL_AR, ["payload"]),
+        ("add", ["gemm_fwd", NCCL_AR]),
+    ]
+    assert steps[0].data_deps == 3  # WAR, WAW, RAW gemm_fwd -> add
+
+
+def test_bcast_kernel_is_a_trace_kernel() -> None:
+    steps = load_steps([str(DATA / "bcast.json")], et=[str(DATA / "bcast_et.json")])
+    module = build_module(steps, data_only=True)
+    fn = next(iter(module.body.block.ops))
+    kernels = [op for op in fn.regions[0].blocks[0].ops if isinstance(op, KernelOp)]
+    assert len(kernels) == 4
