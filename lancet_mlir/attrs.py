@@ -64,6 +64,12 @@ STREAM = "lancet.stream"
 (no GPU stream) (simulate)."""
 TRACE_KIND = "lancet.trace_kind"
 """String on an imported trace op: `kernel`, `memcpy`, `memset` or `comm` (lancet-trace)."""
+TRACE_COMM = "lancet.trace_comm"
+"""String on an imported NCCL kernel that is no `comm` op: its collective kind (`broadcast`,
+`sendrecv`, `reduce`, `barrier`, `unknown`). The dataflow layer treats it as a collective of an
+opaque kind (graph/dataflow.py `collective_kind`): on a communication stream, never fused."""
+TRACE_BYTES = "lancet.trace_bytes"
+"""i64 on such a kernel: the bytes the trace says it moves (0 if it does not say)."""
 COPY_KINDS: tuple[str, ...] = ("memcpy", "memset")
 """`lancet.trace_kind` values that run on a copy engine (sim/engine.py "Copy engines")."""
 HOST_SYNC = "lancet.host_sync"

@@ -16,15 +16,17 @@ launches after it take its token (sim/engine.py "Host syncs"). The SSA edges are
 dependencies: stream order, event waits, host syncs and, with an execution trace, tensor data
 dependencies.
 
-`is_host_sync`, `is_virtual` and `copy_queue` are the typed readers the dataflow layer uses: a
-host sync is a `trace.host_sync` or any op marked `lancet.host_sync` (the PyTorch importer's
-`.item()`); a virtual node is a `trace.payload`; a copy's queue (host to device, device to host,
-or the rest) comes from its Kineto name.
+`is_host_sync`, `is_virtual`, `copy_queue` and `opaque_comm_kind` are the typed readers the
+dataflow layer uses: a host sync is a `trace.host_sync` or any op marked `lancet.host_sync` (the
+PyTorch importer's `.item()`); a virtual node is a `trace.payload`; a copy's queue (host to
+device, device to host, or the rest) comes from its Kineto name; an NCCL kernel with no `comm`
+op (`lancet.trace_comm`: broadcast, send/recv, ...) is a collective of an opaque kind, which
+runs on a communication stream with its measured time and is never fused.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType
 from xdsl.ir import Dialect, Operation, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import (
     AnyAttr,
@@ -115,6 +117,28 @@ OTHER_COPY_NAME_PREFIXES = (
 """The names of the copies known to belong to the queue of the rest (on the device, between
 GPUs, host to host, any memset): with `COPY_NAME_PREFIXES` the directions CUPTI names. A copy
 named otherwise also goes there, but its direction is a guess (`copy_direction_known`)."""
+
+
+OPAQUE_COMM_PREFIX = "trace:"
+"""The collective kind (graph/dataflow.py `collective_kind`) of an NCCL kernel that is no `comm`
+op is this prefix and its `lancet.trace_comm` (`trace:broadcast`): no kind of the collective
+registry, so nothing fuses, tables or re-costs it; it keeps its measured time."""
+
+
+def opaque_comm_kind(op: Operation) -> str | None:
+    """`trace:<kind>` for an imported NCCL kernel the `comm` dialect has no op for (a
+    `trace.kernel` with `lancet.trace_comm`: broadcast, send/recv, ...), None for any other op.
+    It is communication: the replay ran it on its NCCL stream beside the kernels."""
+    if not isinstance(op, KernelOp):
+        return None
+    kind = op.attributes.get(attrs.TRACE_COMM)
+    return OPAQUE_COMM_PREFIX + kind.data if isinstance(kind, StringAttr) else None
+
+
+def opaque_comm_bytes(op: Operation) -> int:
+    """The bytes an opaque NCCL kernel moves (`lancet.trace_bytes`), 0 if not stated."""
+    nbytes = op.attributes.get(attrs.TRACE_BYTES)
+    return nbytes.value.data if isinstance(nbytes, IntegerAttr) else 0
 
 
 def copy_direction_known(name: str) -> bool:

@@ -20,6 +20,7 @@ from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
 from lancet_mlir.dialects.trace import copy_queue as trace_copy_queue
 from lancet_mlir.dialects.trace import is_host_sync as trace_is_host_sync
 from lancet_mlir.dialects.trace import is_virtual as trace_is_virtual
+from lancet_mlir.dialects.trace import opaque_comm_bytes, opaque_comm_kind
 from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
@@ -27,7 +28,8 @@ from lancet_mlir.support.locations import op_display_name as op_display_name  # 
 
 
 def is_collective(op: Operation) -> bool:
-    """True for ops of the `comm` dialect; everything else is compute."""
+    """True for ops of the `comm` dialect. The graph's communication nodes (`is_comm`) are
+    these and the opaque NCCL kernels of an imported trace (`collective_kind`)."""
     return isinstance(op, CollectiveOp)
 
 
@@ -67,8 +69,12 @@ def is_virtual(op: Operation) -> bool:
 
 
 def collective_kind(op: Operation) -> str | None:
-    """The cost-model kind of a collective (`allreduce`, `all_to_all`, ...) or None."""
-    return op.KIND if isinstance(op, CollectiveOp) else None
+    """The cost-model kind of a collective (`allreduce`, `all_to_all`, ...); for an imported
+    NCCL kernel the `comm` dialect has no op for (broadcast, send/recv: dialects/trace.py
+    `opaque_comm_kind`) an opaque `trace:<kind>` no registry entry, fusion or bucketing knows
+    (it keeps its measured time on a communication stream, as the trace ran it beside the
+    kernels); None for compute."""
+    return op.KIND if isinstance(op, CollectiveOp) else opaque_comm_kind(op)
 
 
 @dataclass
@@ -93,7 +99,8 @@ class DataflowGraph:
     payload_bytes: list[int]
     index: dict[Operation, int] = field(repr=False)
     comm_kind: list[str | None] = field(default_factory=list)
-    """Collective kind of each node (`allreduce`, `all_to_all`, ...), None for compute."""
+    """Collective kind of each node (`allreduce`, `all_to_all`, ..., `trace:<kind>` for an
+    opaque NCCL kernel: `collective_kind`), None for compute."""
     is_copy: list[bool] = field(default_factory=list)
     """Memcpy / memset nodes (`is_copy`), which run on a copy engine."""
     copy_queue: list[int] = field(default_factory=list)
@@ -135,9 +142,14 @@ class DataflowGraph:
         for i, ps in enumerate(preds):
             for p in ps:
                 succs[p].append(i)  # i grows, so every succs list stays sorted
-        is_comm = [is_collective(op) for op in ops]
-        payload = [op.payload_bytes() if isinstance(op, CollectiveOp) else 0 for op in ops]
         kinds = [collective_kind(op) for op in ops]
+        is_comm = [k is not None for k in kinds]
+        payload = [
+            op.payload_bytes()
+            if isinstance(op, CollectiveOp)
+            else (opaque_comm_bytes(op) if c else 0)
+            for op, c in zip(ops, is_comm, strict=True)
+        ]
         copies = [is_copy(op) for op in ops]
         queues = [int(copy_queue(op)) if c else 0 for op, c in zip(ops, copies, strict=True)]
         syncs = [is_host_sync(op) for op in ops]

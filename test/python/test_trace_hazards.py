@@ -22,9 +22,11 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from lancet_mlir.dialects.trace import KernelOp, PayloadOp
+from lancet_mlir.graph.buckets import fusion_key
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.importers.traces import load_steps
 from lancet_mlir.importers.traces.build import build_module
+from lancet_mlir.sim.engine import evaluate_fixed_order
 from lancet_mlir.tools import lancet_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -122,9 +124,64 @@ def test_readers_since_the_last_write_only(tmp_path: Path) -> None:
     assert steps[0].data_deps == 3  # WAR, WAW, RAW gemm_fwd -> add
 
 
-def test_bcast_kernel_is_a_trace_kernel() -> None:
-    steps = load_steps([str(DATA / "bcast.json")], et=[str(DATA / "bcast_et.json")])
-    module = build_module(steps, data_only=True)
-    fn = next(iter(module.body.block.ops))
-    kernels = [op for op in fn.regions[0].blocks[0].ops if isinstance(op, KernelOp)]
-    assert len(kernels) == 4
+BCAST = "ncclKernel_Broadcast_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _comm_trace(tmp_path: Path, kind: str) -> Path:
+    """bcast.json, or the same step with its broadcast turned into a send (same times)."""
+    if kind == "broadcast":
+        return DATA / "bcast.json"
+    doc = json.loads((DATA / "bcast.json").read_text())
+    for e in doc["traceEvents"]:
+        if e.get("name") == BCAST:
+            e["name"] = "ncclKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+            e["args"]["Collective name"] = "send"
+    path = tmp_path / "send.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "sendrecv"])
+def test_opaque_nccl_kernel_runs_on_a_comm_stream(tmp_path: Path, kind: str) -> None:
+    trace = _comm_trace(tmp_path, kind)
+    steps = load_steps([str(trace)], et=[str(DATA / "bcast_et.json")])
+    fn = next(iter(build_module(steps, data_only=True).body.block.ops))
+    graph = DataflowGraph.from_block(fn.regions[0].blocks[0])
+    # relu, gemm, the NCCL kernel (a trace.kernel: the comm dialect has no op for it), add
+    assert [type(op) for op in graph.ops] == [KernelOp] * 4
+    assert graph.is_comm == [False, False, True, False]
+    assert graph.comm_kind == [None, None, f"trace:{kind}", None]
+    assert graph.payload_bytes == [0, 0, 16777216 * 4, 0]  # In msg nelems x 4-byte floats
+    assert fusion_key(graph.ops[2]) is None  # never bucketed or fused
+    # simulated: relu 0-30 and gemm 30-70 on the compute stream, the NCCL kernel 70-110 on
+    # communication stream 1, add 110-120
+    timeline = evaluate_fixed_order(graph, [30.0, 40.0, 40.0, 10.0])
+    assert list(timeline.stream) == [0, 0, 1, 0]
+    assert list(timeline.end) == [30.0, 70.0, 110.0, 120.0]
+
+
+@pytest.mark.parametrize("kind", ["broadcast", "sendrecv"])
+def test_pipeline_overlaps_an_opaque_nccl_kernel(tmp_path: Path, kind: str) -> None:
+    # as with the all-reduce (test_trace_deps.py): the GEMM first, 0-40; relu 40-70 beside the
+    # NCCL kernel 40-80 on its stream; add 80-90: 120 -> 90, off the replay's 136: 106. On the
+    # compute stream it was 120 -> 120 (the kernel serialized with relu). The replay is as
+    # before: 136.0 (it always ran the kernel on its own CUDA stream, 20)
+    data = _whatif(tmp_path, _comm_trace(tmp_path, kind), DATA / "bcast_et.json")
+    assert data["predicted_period_us"] == 136.0
+    pipe = data["pipeline"]
+    assert (pipe["simulated_before_us"], pipe["simulated_after_us"]) == (120.0, 90.0)
+    assert pipe["predicted_period_us"] == 106.0
+
+
+def test_chakra_broadcasts_no_longer_serialize_with_compute(tmp_path: Path) -> None:
+    # the Chakra feeder trace's 2 broadcasts (COMM_COLL nodes of no comm-op kind): on the
+    # communication stream the data-only module simulates to the replay's 292828 µs, as the
+    # replay runs them on their own stream; charged to the compute stream it was 292861
+    report = tmp_path / "r.json"
+    argv = ["whatif", str(DATA / "chakra_feeder.0.et.gz"), "--pipeline", "lancet-schedule"]
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main([*argv, "--report", str(report)])
+    assert info.value.code == 0
+    data = json.loads(report.read_text())
+    assert data["predicted_period_us"] == 292828.0
+    assert data["pipeline"]["simulated_before_us"] == 292828.0

@@ -6,9 +6,11 @@ Ops appear in launch order (the host's order). Each carries its measured duratio
 kernels the launching ATen op and its input shapes when the trace has them. NCCL kernels of the
 four collective kinds become `comm` ops on an i8 payload of the collective's bytes (behind a
 `trace.payload` that joins their dependencies: a virtual node, on no stream and with no launch,
-so the collective waits for nothing else); other NCCL kernels stay `trace.kernel` with
-`lancet.trace_comm`. Dependencies are SSA edges: the previous op of the stream, event waits,
-data dependencies, and host syncs.
+so the collective waits for nothing else); other NCCL kernels (broadcast, send/recv, ...) stay
+`trace.kernel` with `lancet.trace_comm`, which the dataflow layer reads as a collective of an
+opaque kind: it runs on a communication stream with its measured time and is never fused.
+Dependencies are SSA edges: the previous op of the stream, event waits, data dependencies, and
+host syncs.
 
 Host syncs: a `trace.host_sync` of the awaited ops at the sync's place in launch order (where
 the host call returns), chained to the previous sync of the same host thread (the thread passes
@@ -209,8 +211,10 @@ def _rank_func(
         props["name"] = StringAttr(o.name)
         props["lancet.trace_kind"] = StringAttr(inf.kind)
         if inf.kind == "comm":
-            props["lancet.trace_comm"] = StringAttr(inf.comm_kind or "unknown")
-            props["lancet.trace_bytes"] = IntegerAttr(inf.comm_bytes, i64)
+            # an opaque collective (graph/dataflow.py `collective_kind`): simulated on a
+            # communication stream with its measured time, as the replay runs it on its own
+            props[attrs.TRACE_COMM] = StringAttr(inf.comm_kind or "unknown")
+            props[attrs.TRACE_BYTES] = IntegerAttr(inf.comm_bytes, i64)
         if inf.cpu_op is not None:
             props["lancet.aten"] = StringAttr(inf.cpu_op.name)
             dims = inf.cpu_op.args.get("Input Dims")
