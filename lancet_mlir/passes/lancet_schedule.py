@@ -317,11 +317,18 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             budget = evaluation_budget(max_seconds, graph)
             with _progress_bar(budget, prefix + item.label) as progress:
                 result = run_pipeline(problem, self.heuristic, budget, hooks, progress)
+            searched = len(result.stages)  # the stages measured in the internal model
             result, makespan_us = _never_worse(problem, result, options)
             if item.top_level:
                 total_us += makespan_us
-            for stage in result.stages:
-                LOG.info(prefix + _stage_line(item.label, stage))
+            note = _internal_model_note(options)
+            for k, stage in enumerate(result.stages):
+                LOG.info(prefix + _stage_line(item.label, stage, note if k < searched else ""))
+            if note and len(result.stages) == searched and LOG.isEnabledFor(logging.INFO):
+                # the pipeline's result was kept: say what it takes under the options the
+                # block is rated on (what `simulate` gives for the output)
+                kept = Stage("kept", *_measure(result.problem, result.order, options))
+                LOG.info(prefix + _stage_line(item.label, kept, _options_note(options)))
             apply_result(graph, result)
             sim.invalidate(item.block)
         return total_us
@@ -437,10 +444,39 @@ def _measure(problem, order: list[int], options: SimOptions | None = None) -> tu
     return timeline.makespan_us, exposed_comm_us(timeline)
 
 
-def _stage_line(label: str, stage: Stage) -> str:
+def _internal_model_note(options: SimOptions) -> str:
+    """What the pipeline's internal model (optimize/pipeline.py: one comm stream, no overlap
+    slowdown, no launch overhead) leaves out of `options`, as a suffix for its stage lines
+    ("" when the two models agree): their makespans are not what `simulate` gives."""
+    missing = []
+    if options.launch_overhead_us > 0:
+        missing.append(f"without the {options.launch_overhead_us:g} us launch overhead")
+    if options.num_comm_streams > 1:
+        missing.append(f"on 1 comm stream, not {options.num_comm_streams}")
+    if options.overlap_slowdown != 1.0:
+        missing.append(f"without the {options.overlap_slowdown:g} overlap slowdown")
+    return f" ({', '.join(missing)})" if missing else ""
+
+
+def _options_note(options: SimOptions) -> str:
+    """The suffix of a line measured under `options` where they differ from the internal
+    model (`_internal_model_note`)."""
+    present = []
+    if options.launch_overhead_us > 0:
+        present.append(f"with the {options.launch_overhead_us:g} us launch overhead")
+    if options.num_comm_streams > 1:
+        present.append(f"on {options.num_comm_streams} comm streams")
+    if options.overlap_slowdown != 1.0:
+        present.append(f"with the {options.overlap_slowdown:g} overlap slowdown")
+    return f" ({', '.join(present)})" if present else ""
+
+
+def _stage_line(label: str, stage: Stage, note: str = "") -> str:
+    """One `--verbose` stage line; `note` says which model measured it when it is not the
+    one the block is rated on."""
     return (
         f"lancet-schedule {label}: {stage.name}: makespan {stage.makespan_us:.1f} us, "
-        f"exposed comm {stage.exposed_comm_us:.1f} us"
+        f"exposed comm {stage.exposed_comm_us:.1f} us{note}"
     )
 
 
