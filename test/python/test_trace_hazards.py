@@ -124,6 +124,35 @@ def test_readers_since_the_last_write_only(tmp_path: Path) -> None:
     assert steps[0].data_deps == 3  # WAR, WAW, RAW gemm_fwd -> add
 
 
+def test_a_reader_on_two_streams_is_done_when_both_are(tmp_path: Path) -> None:
+    # war.json with aten::mm also launching gemm_side (launched at 12, after gemm_fwd) on
+    # stream 9, 16-40. The update must wait for both of mm's kernels: the last one mm launched
+    # on each stream (gemm_fwd ends 46, gemm_side 40; sgd_update starts 46). Edges: WAR
+    # gemm_fwd, gemm_side -> sgd_update; RAW sgd_update -> all-reduce; RAW (Y) gemm_fwd,
+    # gemm_side -> add: 5. From mm's last-launched kernel alone (gemm_side) gemm_fwd and the
+    # update, two ATen ops on stream 7, were unordered in the data-only module.
+    doc = json.loads((DATA / "war.json").read_text())
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 12, "dur": 1, "args": {"correlation": 6, "External id": 51}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_side", "pid": 0, "tid": 9, "ts": 16,
+         "dur": 24, "args": {"stream": 9, "correlation": 6, "device": 0, "External id": 51}},
+    ]  # fmt: skip
+    path = tmp_path / "two_streams.json"
+    path.write_text(json.dumps(doc))
+    steps = load_steps([str(path)], et=[str(DATA / "war_et.json")])
+    assert steps[0].data_deps == 5
+    preds = dict(_named_preds(build_module(steps, data_only=True)))
+    assert preds["sgd_update"] == ["gemm_fwd", "gemm_side"]
+    assert preds["add"] == ["gemm_fwd", "gemm_side", NCCL_AR]
+    data = _whatif(tmp_path, path, DATA / "war_et.json")
+    # one compute stream in the simulator: gemm_fwd 0-30, gemm_side 30-54, update 54-94,
+    # all-reduce 94-134, add 134-144, one chain: 144 -> 144. (Ordered after gemm_side alone,
+    # the update ran second and the all-reduce beside gemm_fwd: 24 + 40 + 40 + 10 = 114.)
+    pipe = data["pipeline"]
+    assert (pipe["simulated_before_us"], pipe["simulated_after_us"]) == (144.0, 144.0)
+
+
 BCAST = "ncclKernel_Broadcast_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 
 

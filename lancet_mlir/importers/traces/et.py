@@ -7,13 +7,14 @@ start within its window, on any thread) by name and occurrence order (the ET's `
 Kineto's `External id` do not line up in real traces; reference/trace-notes.md): an ET records one
 iteration, and matching from the start of a trace of several steps would put its edges on an
 earlier step. An ET none of whose operators launches GPU work of step N is refused.
-A GPU op then depends on the last GPU op launched by the operator that last wrote a storage its
-operator reads (read after write), and, when its operator writes a storage, on the last GPU op
-of each operator that read that storage since its previous write (write after read: an in-place
-`add_` on a weight after the matmul that read it) and of that previous writer (write after
-write); views share their storage, and operators that launch nothing are neither readers nor
-writers. One pass in ET order, each storage keeping its last writer and its readers since
-(O(reads + writes) edges). An edge is kept only if the measured times satisfy it.
+A GPU op then depends on the last GPU op (per stream) launched by the operator that last wrote
+a storage its operator reads (read after write), and, when its operator writes a storage, on the
+last GPU ops of each operator that read that storage since its previous write (write after read:
+an in-place `add_` on a weight after the matmul that read it) and of that previous writer (write
+after write); views share their storage, and operators that launch nothing are neither readers
+nor writers. One pass in ET order, each storage keeping its last writer and its readers since
+(O(reads + writes) edges per pair of streams). An edge is kept only if the measured times
+satisfy it.
 
 An ET does not state its rank in its header; its `record_param_comms` nodes do (`et_rank`). An ET
 whose collectives name a rank other than the one the Kineto trace's `distributedInfo` states is
@@ -181,20 +182,25 @@ def add_data_dependencies(
     kept = 0
 
     def link(src_node: int, dst_firsts: list[int]) -> None:
-        """Edges from the last GPU op `src_node` launched (with its callees) to each stream's
-        first op of the current operator, kept where the measured times satisfy them."""
+        """Edges from the last GPU op `src_node` launched (with its callees) on each stream
+        to each stream's first op of the current operator, kept where the measured times
+        satisfy them. Per stream: an operator that launches on two (a collective's copies
+        and its NCCL kernel) has finished with a storage only when both are done."""
         nonlocal kept
-        src = max(subtree[src_node], key=lambda j: (st.info[j].launch_ts, j))
-        for dst in dst_firsts:
-            if (
-                src == dst
-                or src in ops[dst].deps
-                or st.info[src].launch_ts > st.info[dst].launch_ts
-            ):
-                continue  # itself, already an edge, or its own callee / ancestor's later op
-            if ops[dst].ts + tol >= ops[src].ts + ops[src].dur:
-                ops[dst].deps.append(src)
-                kept += 1
+        last: dict[int, int] = {}
+        for j in sorted(subtree[src_node], key=lambda j: (st.info[j].launch_ts, j)):
+            last[ops[j].stream] = j
+        for src in sorted(last.values(), key=lambda j: (st.info[j].launch_ts, j)):
+            for dst in dst_firsts:
+                if (
+                    src == dst
+                    or src in ops[dst].deps
+                    or st.info[src].launch_ts > st.info[dst].launch_ts
+                ):
+                    continue  # itself, already an edge, or its own callee / ancestor's later op
+                if ops[dst].ts + tol >= ops[src].ts + ops[src].dur:
+                    ops[dst].deps.append(src)
+                    kept += 1
 
     for n in nodes:
         mine = own[n.id]
