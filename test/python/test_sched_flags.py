@@ -333,7 +333,9 @@ def test_every_optimizer_reports_the_simulated_makespan(p: Problem) -> None:
     if len(p) <= 7:
         exact = exact_schedule(p)
         assert engine(p, exact.order).makespan_us == exact.makespan_us
-        assert exact.makespan_us <= outcome.makespan_us
+        # optimal up to rounding: two equal schedules may sum their durations in different
+        # orders (0 + 3.3 + 3.9 + 0.2 gave 7.400000000000001 against 7.4)
+        assert exact.makespan_us <= outcome.makespan_us * (1 + 1e-12) + 1e-12
 
 
 @settings(max_examples=60, deadline=None)
