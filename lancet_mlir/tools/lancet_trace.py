@@ -3,6 +3,7 @@
     lancet-trace import rank*.pt.trace.json [--et rank0_et.json ...] [--step N] -o step.mlir
     lancet-trace import chakra.0.et -o step.mlir          # Chakra .et (protobuf) or JSON
     lancet-trace replay rank*.pt.trace.json [--report r.json] [--costs measured|model]
+                        [--lags op|stream]
     lancet-trace whatif trace.json --network-scale 0.5 --compute-scale 1 --launch-overhead-us 0
 
 Kineto traces (PyTorch profiler, .json or .json.gz), one per rank: several ranks' traces are
@@ -90,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             metavar="NAME",
             help="device preset for the cost model (default: from deviceProperties)",
+        )
+        p.add_argument(
+            "--lags",
+            choices=("op", "stream"),
+            default="op",
+            help="launch-to-start lag: each idle-stream op keeps its measured one (op), or "
+            "one per stream, its least (stream)",
         )
         if name == "whatif":
             p.add_argument(
@@ -189,7 +197,7 @@ def _report(args: argparse.Namespace) -> dict:
     fidelity = None
     if args.costs == "model":
         durations, fidelity = model_durations(steps, device)
-    report = replay_steps(steps, what, comm_time, durations)
+    report = replay_steps(steps, what, comm_time, durations, args.lags)
     if getattr(args, "pipeline", None):
         report["pipeline"] = _run_pipeline(
             steps, args.pipeline, device, report, what, comm_time, durations

@@ -16,7 +16,13 @@ import pytest
 
 from lancet_mlir.cost.devices import get_device
 from lancet_mlir.importers.traces import load_steps
-from lancet_mlir.importers.traces.fidelity import gemm_dtype, gemm_groups, model_durations, op_class
+from lancet_mlir.importers.traces.fidelity import (
+    copy_traffic_factor,
+    gemm_dtype,
+    gemm_groups,
+    model_durations,
+    op_class,
+)
 from lancet_mlir.importers.traces.report import replay_steps
 from lancet_mlir.tools import lancet_trace
 
@@ -217,8 +223,10 @@ def test_copy_bytes_are_the_copys_own(tmp_path: Path) -> None:
     V100 memory roofline at 0.8 x 900 GB/s = 720 GB/s, floor 2 us:
     * the embedding's memset of 4096 B: 0.0057 us -> the 2 us floor (measured 2: 1.0x);
     * its memset without `bytes`: no estimate, keeps its measured 3 us;
-    * copy_ of 1024 x 1024 f32 (4194304 B): 5.8254 us against 10 (0.5825x);
-    * the 7.2 MB HtoD copy of a 10-element `to`: 7.2e6 / 720e9 = 10 us against 20 (0.5x)."""
+    * copy_ of 1024 x 1024 f32 (4194304 B), device to device: it reads and writes them,
+      2 x 4194304 / 720e9 = 11.6508 us against 10 (1.1651x; review 20, finding 8);
+    * the 7.2 MB HtoD copy of a 10-element `to`: its bytes once over HBM (no PCIe model),
+      7.2e6 / 720e9 = 10 us against 20 (0.5x)."""
     st = load_steps([str(_copy_trace(tmp_path / "c.json"))])[0]
     assert [i.kind for i in st.info] == ["memset", "memset", "memcpy", "memcpy"]
     assert [i.copy_bytes for i in st.info] == [4096, None, None, 7_200_000]
@@ -227,13 +235,32 @@ def test_copy_bytes_are_the_copys_own(tmp_path: Path) -> None:
         "aten::to",
     ]
     durations, fid = model_durations([st], None)
-    copy_us = 4194304 / 720e9 * 1e6
+    copy_us = 2 * 4194304 / 720e9 * 1e6
+    assert copy_us == pytest.approx(11.6508, abs=1e-4)
     assert durations[0] == pytest.approx([2.0, 3.0, copy_us, 10.0])
     assert fid["classes"] == {
         "memcpy": {"count": 2, "median_ratio": 0.5, "p90_ratio": round(copy_us / 10.0, 4)},
         "memset": {"count": 1, "median_ratio": 1.0, "p90_ratio": 1.0},
     }
     assert fid["unmodeled"] == {"memset": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "factor"),
+    [
+        ("Memcpy DtoD (Device -> Device)", 2),
+        ("Memcpy AtoA (Array -> Array)", 2),
+        ("Memcpy PtoP (Device -> Device)", 1),
+        ("Memcpy HtoD (Pageable -> Device)", 1),
+        ("Memcpy DtoH (Device -> Pinned)", 1),
+        ("Memset (Device)", 1),
+        ("Memcpy", 1),
+    ],
+)
+def test_copy_traffic_factor(name: str, factor: int) -> None:
+    """A copy within one GPU's memory reads and writes its bytes (2x); a memset writes them, a
+    host copy moves them once over HBM and a peer copy once on each GPU (1x)."""
+    assert copy_traffic_factor(name) == factor
 
 
 def test_copies_of_unknown_direction_are_flagged(

@@ -164,3 +164,38 @@ def test_import_is_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
         )
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_launch_lag_models_op_and_stream(tmp_path: Path) -> None:
+    """`--lags op` (default) vs `--lags stream` (review 20, finding 3) on lags.json: one host
+    thread launches k1 (call 100 -> start 105, 10 us), a pinned HtoD copy m1 (110 -> 114,
+    5 us), k2 (130 -> 137), m2 (140 -> 155) and k3 (150 -> 158), kernels on stream 7, copies
+    on stream 21; the step window is 0..168. Every op but each stream's first starts on an idle
+    stream, so k2, m2 and k3 keep their own lags (7, 15, 8) under `op` and the replay is the
+    measurement. A stream's one lag is its least launch-to-start time: stream 7 min(5, 7, 8) =
+    5, stream 21 min(4, 15) = 4. Under `stream`: k1 105, m1 114, k2 130 + 5 = 135 (error 2)
+    ending 145, m2 140 + 4 = 144 (error 11), k3 150 + 5 = 155 (error 3) ending 165: period 165
+    (-3 / 168 = -1.7857 %), start errors [0, 0, 2, 3, 11]: p50 2, p90 11 (nearest rank)."""
+    op = _replay("lags.json")
+    assert (op["lags"], op["predicted_period_us"], op["period_error"]) == ("op", 168.0, 0.0)
+    assert (op["start_error_p50_us"], op["start_error_p90_us"]) == (0.0, 0.0)
+    steps = load_steps([str(DATA / "lags.json")])
+    g = steps[0].graph
+    assert [o.lag_us for o in g.ops] == [None, None, 7.0, 15.0, 8.0]
+    assert [o.stream for o in g.ops] == [0, 1, 0, 1, 0]  # stream indices: 7 -> 0, 21 -> 1
+    assert g.stream_lag_us == {0: 5.0, 1: 4.0}
+    st = replay_steps(steps, lags="stream")
+    assert st["lags"] == "stream"
+    assert st["measured_period_us"] == 168.0
+    assert st["predicted_period_us"] == 165.0
+    assert st["period_error"] == -0.017857
+    assert (st["start_error_p50_us"], st["start_error_p90_us"]) == (2.0, 11.0)
+    # the replay left the step's own lags alone: the default replay is unchanged after it
+    assert replay_steps(steps)["predicted_period_us"] == 168.0
+    report = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(
+            ["replay", str(DATA / "lags.json"), "--lags", "stream", "--report", str(report)]
+        )
+    assert info.value.code == 0
+    assert json.loads(report.read_text())["predicted_period_us"] == 165.0

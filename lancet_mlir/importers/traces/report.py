@@ -277,16 +277,37 @@ def whatif_durations(
     return out
 
 
+LAG_MODELS = ("op", "stream")
+"""How the replay puts an op's start after its launch (`replay_steps`'s `lags`): `op`, the
+default, keeps the measured lag of every op launched onto an idle stream (`step._launch_lag`:
+pageable copies and NCCL kernels lag more than compute kernels); `stream` gives every op of a
+stream that stream's one lag (its least launch-to-start time), the issue's model of "launch
+time plus a launch latency"."""
+
+
+def _stream_lags(g: RankGraph) -> RankGraph:
+    """The graph with no op keeping its own lag: each takes its stream's (`LAG_MODELS`)."""
+    return RankGraph(
+        list(g.calls), [replace(o, lag_us=None) for o in g.ops], g.lag_us, g.gap_us, g.stream_lag_us
+    )
+
+
 def replay_steps(
     steps: list[StepTrace],
     what: WhatIf | None = None,
     comm_time: CommTime | None = None,
     durations: list[list[float]] | None = None,
+    lags: str = "op",
 ) -> dict:
-    """The replay report of one or several ranks' steps (see the module doc)."""
+    """The replay report of one or several ranks' steps (see the module doc), with the launch
+    lag model `lags` (`LAG_MODELS`)."""
+    if lags not in LAG_MODELS:
+        raise UserError(f"unknown launch lag model {lags!r} (expected one of {LAG_MODELS})")
     what = what or WhatIf()
     origin = min(st.origin for st in steps)
     graphs = [_shift(st.graph, st.origin - origin) for st in steps]
+    if lags == "stream":
+        graphs = [_stream_lags(g) for g in graphs]
     if len(steps) > 1:
         graphs = [
             RankGraph(
@@ -325,6 +346,7 @@ def replay_steps(
         report["worst_rank"] = worst["rank"]
     if coupling is not None:
         report["collectives"] = _coupling_report(steps, graphs, coupling, res, comm_time)
+    report["lags"] = lags
     report["what_if"] = {
         "network_scale": what.network_scale,
         "compute_scale": what.compute_scale,
