@@ -199,3 +199,30 @@ def test_launch_lag_models_op_and_stream(tmp_path: Path) -> None:
         )
     assert info.value.code == 0
     assert json.loads(report.read_text())["predicted_period_us"] == 165.0
+
+
+def test_stream_idle_with_work_queued_is_flagged() -> None:
+    """A missing cross-stream dependency (review 20, finding 12). whatif_scale.json without
+    its execution trace: the all-reduce (stream 20, launched at 19) starts at 86, when the gemm
+    it reads ends, but only the ET says so. The least launch lag of the trace is relu's 16 - 11
+    = 5 us, so the all-reduce is ready at 19 + 5, plus the 2 us allowance: its stream sits idle
+    with it queued over 26..86 = 60 us of the 136 us step (44 %, over the 10 % share). The
+    compute stream is busy all that time (relu 16..46, gemm 46..86), so the whole-GPU check
+    sees 0 us. With the ET the gemm -> all-reduce edge explains the wait: 0 us, no flag."""
+    r = _replay("whatif_scale.json")
+    assert (r["idle_with_work_queued_us"], r["stream_idle_with_work_queued_us"]) == (0.0, 60.0)
+    assert r["period_error"] == round((96.0 - 136.0) / 136.0, 6)
+    assert r["flags"][0] == (
+        "stream_idle_with_work_queued: 60 us of the 136 us step, stream 20 sat idle with a "
+        "launched op whose start no known dependency explains (a missing event wait or data "
+        "dependency? pass --et): the replay starts it early"
+    )
+    steps = load_steps([str(DATA / "whatif_scale.json")], et=[str(DATA / "whatif_scale_et.json")])
+    r = replay_steps(steps)
+    assert r["stream_idle_with_work_queued_us"] == 0.0
+    assert not any(f.startswith("stream_idle") for f in r["flags"])
+    # a whole-GPU idle wait is flagged once, by the GPU check (idle_queued.json: 78 us on the
+    # one stream, the same 78 us per stream)
+    r = _replay("idle_queued.json")
+    assert r["stream_idle_with_work_queued_us"] == 78.0
+    assert [f.split(":")[0] for f in r["flags"]] == ["gpu_idle_with_work_queued", "single_step"]

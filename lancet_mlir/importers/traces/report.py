@@ -127,6 +127,37 @@ def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
     return _length(wait) - _intersect(wait, busy)
 
 
+def stream_idle_queued_us(st: StepTrace, tol: float = 2.0) -> tuple[float, int | None]:
+    """The most measured time of step N during which one stream sits idle while an op of it is
+    ready (launched at least that stream's least launch lag ago, stream predecessor and every
+    known dependency done) but not started, and the stream's index (None: no stream waits).
+    Unlike `idle_queued_us` this counts while other streams run: a missing cross-stream
+    dependency (an all-reduce waiting on an unseen event while compute runs) shows here. The
+    lag is the stream's least (`RankGraph.stream_lag_us`), a lower bound on any launch's, so
+    a stream whose ops all lag more (an NCCL stream) is not charged for its launch latency."""
+    g = st.graph
+    ops = g.ops
+    lag = max(0.0, min((o.ts - g.calls[o.launch].ts for o in ops if o.launch >= 0), default=0.0))
+    last: dict[int, float] = {}
+    waiting: dict[int, list[tuple[float, float]]] = {}
+    for j, o in enumerate(ops):
+        ready = last.get(o.stream, 0.0)
+        last[o.stream] = o.ts + o.dur
+        if o.launch >= 0:
+            ready = max(ready, g.calls[o.launch].ts + lag)
+        for d in o.deps:
+            ready = max(ready, ops[d].ts + ops[d].dur)
+        if st.info[j].step == st.step and o.ts > ready + tol:
+            waiting.setdefault(o.stream, []).append((ready + tol, o.ts))
+    lo = ops[st.prev_last].ts + ops[st.prev_last].dur if st.prev_last >= 0 else st.step_ts
+    best, where = 0.0, None
+    for s in sorted(waiting):
+        t = _length(_union([(max(a, lo), b) for a, b in waiting[s]]))
+        if t > best:
+            best, where = t, s
+    return best, where
+
+
 def _period(st: StepTrace, end: list[float], shift: float = 0.0) -> float:
     last = max(end[j] for j in st.target)
     if st.prev_last >= 0:
@@ -398,6 +429,15 @@ def _rank_report(
             "unexplained by any dependency (CUDA graphs? contention?): the replay cannot "
             "explain this step"
         )
+    s_idle, s_where = stream_idle_queued_us(st)
+    if idle <= IDLE_FLAG_SHARE * measured and s_idle > IDLE_FLAG_SHARE * measured:
+        name = next((k for k, v in st.stream_index.items() if v == s_where), s_where)
+        flags.append(
+            f"stream_idle_with_work_queued: {s_idle:.0f} us of the {measured:.0f} us step, "
+            f"stream {name} sat idle with a launched op whose start no known dependency "
+            "explains (a missing event wait or data dependency? pass --et): the replay starts "
+            "it early"
+        )
     if st.prev_last >= 0:
         gpu_period = _period(st, gpu.end[r])
     else:  # no previous step: from the first op's start (nothing else anchors a GPU-only replay)
@@ -430,6 +470,7 @@ def _rank_report(
         "comm_overlap_predicted": None if co_p is None else round(co_p, 4),
         "gpu_only_period_us": round(gpu_period, 3),
         "idle_with_work_queued_us": round(idle, 3),
+        "stream_idle_with_work_queued_us": round(s_idle, 3),
         "launch_lag_us": g.lag_us,
         "issue_gap_us": g.gap_us,
         "event_waits_kept": st.waits_kept,
