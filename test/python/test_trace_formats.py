@@ -1,5 +1,5 @@
 """Trace formats besides Kineto: PyTorch execution traces (data dependencies), Chakra `.et`
-(protobuf wire format, encoded here by hand) and Chakra JSON (issue 19)."""
+(protobuf wire format, encoded here by hand) and Chakra JSON (the jsonizer's form; issue 19)."""
 
 from __future__ import annotations
 
@@ -86,26 +86,37 @@ def _chakra_binary(path: Path) -> None:
     )
 
 
+def _jsonizer_node(
+    nid: int, name: str, ntype: int, dur: int, data_deps=(), ctrl_deps=(), attrs=None
+) -> dict:
+    """One node as protobuf's `MessageToJson` writes it (mlcommons/chakra's jsonizer):
+    lowerCamelCase keys, 64-bit integers as strings, the type by name, defaults left out."""
+    types = {4: "COMP_NODE", 7: "COMM_COLL_NODE"}
+    out: dict = {"id": str(nid), "name": name, "type": types[ntype]}
+    if ctrl_deps:
+        out["ctrlDeps"] = [str(d) for d in ctrl_deps]
+    if data_deps:
+        out["dataDeps"] = [str(d) for d in data_deps]
+    if dur:
+        out["durationMicros"] = str(dur)
+    out["attr"] = [
+        {"name": k, "boolVal": v} if isinstance(v, bool) else {"name": k, "int64Val": str(v)}
+        for k, v in (attrs or {}).items()
+    ]
+    return out
+
+
+def _write_jsonizer(path: Path, nodes: list[dict]) -> None:
+    """The jsonizer's file: the GlobalMetadata's JSON, then every node's, concatenated."""
+    path.write_text("".join(json.dumps(x, indent=2) for x in [{"version": "0.0.4"}, *nodes]))
+
+
 def _chakra_json(path: Path, cycle: bool = False) -> None:
     nodes = []
     for i, n, t, d, dd, cd, a in NODES:
-        attr = [
-            {"name": k, ("bool_val" if isinstance(v, bool) else "int64_val"): v}
-            for k, v in a.items()
-        ]
         ctrl = list(cd) + ([4] if cycle and i == 1 else []) + ([1] if cycle and i == 4 else [])
-        nodes.append(
-            {
-                "id": i,
-                "name": n,
-                "type": t,
-                "data_deps": list(dd),
-                "ctrl_deps": ctrl,
-                "duration_micros": d,
-                "attr": attr,
-            }
-        )
-    path.write_text(json.dumps({"nodes": nodes}))
+        nodes.append(_jsonizer_node(i, n, t, d, dd, ctrl, a))
+    _write_jsonizer(path, nodes)
 
 
 @pytest.mark.parametrize("form", ["binary", "json"])
@@ -148,13 +159,12 @@ def test_chakra_deps_against_stream_order_is_one_error_line(
 ) -> None:
     # node 1 waits for node 2's data, but both run on stream 7 in id order: no cycle among the
     # deps, yet it can never run
-    gpu = [{"name": "is_cpu_op", "bool_val": False}, {"name": "tid", "int64_val": 7}]
-    nodes = [
-        {"id": 1, "name": "a", "type": 4, "data_deps": [2], "duration_micros": 1, "attr": gpu},
-        {"id": 2, "name": "b", "type": 4, "data_deps": [], "duration_micros": 1, "attr": gpu},
-    ]
+    gpu = {"is_cpu_op": False, "tid": 7}
     path = tmp_path / "order.json"
-    path.write_text(json.dumps({"nodes": nodes}))
+    _write_jsonizer(
+        path,
+        [_jsonizer_node(1, "a", 4, 1, [2], (), gpu), _jsonizer_node(2, "b", 4, 1, (), (), gpu)],
+    )
     with pytest.raises(SystemExit) as info:
         lancet_trace.main(["replay", str(path)])
     assert info.value.code == 1
@@ -418,3 +428,103 @@ def test_real_chakra_feeder_trace(tmp_path: Path) -> None:
         == all_reduce_bytes
     )
     assert text.count(" = trace.kernel") == 1216 - 5
+
+
+def test_chakra_jsonizer_output_of_the_feeder_trace_replays_as_the_et() -> None:
+    """chakra_feeder.0.json.gz is protobuf's MessageToJson of chakra_feeder.0.et.gz (the
+    jsonizer's output; README): the same nodes, so the same step and replay as the binary."""
+    a = load_steps([str(DATA / "chakra_feeder.0.et.gz")])[0]
+    b = load_steps([str(DATA / "chakra_feeder.0.json.gz")])[0]
+    assert len(b.graph.ops) == 1216
+    key = [(o.name, o.stream, o.dur, o.deps, o.is_comm) for o in a.graph.ops]
+    assert [(o.name, o.stream, o.dur, o.deps, o.is_comm) for o in b.graph.ops] == key
+    assert [(i.comm_kind, i.comm_bytes) for i in b.info] == [
+        (i.comm_kind, i.comm_bytes) for i in a.info
+    ]
+    assert replay_steps([b])["predicted_period_us"] == 292828.0
+
+
+def test_chakra_json_both_spellings_and_int_forms(tmp_path: Path) -> None:
+    """Protobuf's JSON parsers accept a field's proto name as well as its lowerCamelCase one,
+    and 64-bit integers as numbers as well as strings: kernel a (10 us) -> b (20 us), 30 us."""
+    nodes = [
+        {"id": 1, "name": "a", "type": 4, "duration_micros": 10,
+         "attr": [{"name": "is_cpu_op", "bool_val": False}, {"name": "tid", "int64_val": 7}]},
+        {"id": "2", "name": "b", "type": "COMP_NODE", "data_deps": ["1"], "durationMicros": "20",
+         "attr": [{"name": "is_cpu_op", "boolVal": False}, {"name": "tid", "int64Val": "8"}]},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    _write_jsonizer(path, nodes)
+    st = load_steps([str(path)])[0]
+    assert [(o.name, o.dur, o.deps) for o in st.graph.ops] == [("a", 10.0, []), ("b", 20.0, [0])]
+    assert replay_steps([st])["predicted_period_us"] == 30.0
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (  # a near-miss spelling: it used to be read as absent (0 us, no deps)
+            {"id": "1", "type": "COMP_NODE", "durationMicro": "10"},
+            "JSON object 2: unknown Chakra node field 'durationMicro' (et_def.proto's Node has "
+            "id, name, type, ctrlDeps, dataDeps, startTimeMicros, durationMicros, inputs, "
+            "outputs, attr, storage)",
+        ),
+        (
+            {"id": "1", "type": "COMP_NODE", "durationMicros": "-5"},
+            "node 1: durationMicros is '-5', not an unsigned integer",
+        ),
+        (
+            {"id": "1", "type": "COMP_NODE", "dataDeps": ["x"]},
+            "node 1: data_deps is 'x', not an unsigned integer",
+        ),
+        (
+            {"id": "1", "durationMicros": "1", "duration_micros": "2"},
+            "JSON object 2: the field duration_micros is given twice ('duration_micros')",
+        ),
+        (
+            {"id": "1", "attr": [{"name": "tid", "int64Vals": "7"}]},
+            "node 1: attr 'tid' has the unknown field 'int64Vals'",
+        ),
+    ],
+)
+def test_chakra_json_bad_fields_are_one_error_line(
+    doc: dict, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.json"
+    _write_jsonizer(path, [doc])
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["replay", str(path)])
+    assert info.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [f"lancet-trace: error: {path}: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (  # the form formats.md used to document: no Chakra tool writes it
+            json.dumps({"nodes": [{"id": 1, "name": "k", "duration_micros": 10}]}),
+            "a 'nodes' list without 'schema': not a PyTorch execution trace, and not Chakra "
+            "JSON (the jsonizer writes one object per node, one after another)",
+        ),
+        (
+            json.dumps({"workload_graph": [{"Id": 1, "runtime": 3}]}),
+            "ASTRA-sim's feeder JSON ('workload_graph') is not read: give the Chakra .et, or "
+            "the jsonizer's JSON of it",
+        ),
+        (
+            '{"a": 1}{"b": 2}',
+            "2 JSON values one after another, but not Chakra jsonizer output (its first "
+            "object is a GlobalMetadata: version, attr)",
+        ),
+        ('{"version": "0.0.4"}', "a Chakra trace without nodes"),
+    ],
+)
+def test_other_json_node_lists_are_refused(
+    text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        lancet_trace.main(["replay", str(path)])
+    assert info.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [f"lancet-trace: error: {path}: {message}"]

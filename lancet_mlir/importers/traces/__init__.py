@@ -19,12 +19,12 @@ import zlib
 from lancet_mlir.importers.traces.chakra import (
     chakra_step,
     is_chakra_binary,
-    is_chakra_json,
+    is_chakra_jsonizer,
     parse_chakra_binary,
-    parse_chakra_json,
+    parse_chakra_jsonizer,
 )
 from lancet_mlir.importers.traces.et import is_pytorch_et
-from lancet_mlir.importers.traces.kineto import is_kineto, load_json, parse_kineto
+from lancet_mlir.importers.traces.kineto import JsonStream, is_kineto, load_json, parse_kineto
 from lancet_mlir.importers.traces.step import (
     UNKNOWN_COPY_FLAG,
     StepTrace,
@@ -96,9 +96,29 @@ def load_steps(
             steps.append(chakra)
             continue
         doc = load_json(path)
-        if is_chakra_json(doc):
-            steps.append(chakra_step(parse_chakra_json(doc, path), path))
+        if isinstance(doc, JsonStream) or is_chakra_jsonizer([doc]):
+            docs = list(doc) if isinstance(doc, JsonStream) else [doc]
+            if not is_chakra_jsonizer(docs):
+                raise UserError(
+                    f"{path}: {len(docs)} JSON values one after another, but not Chakra "
+                    "jsonizer output (its first object is a GlobalMetadata: version, attr)"
+                )
+            if et:
+                raise UserError(
+                    f"--et: {path} is a Chakra trace, which has its data dependencies already"
+                )
+            steps.append(chakra_step(parse_chakra_jsonizer(docs, path), path))
             continue
+        if isinstance(doc, dict) and "workload_graph" in doc:
+            raise UserError(
+                f"{path}: ASTRA-sim's feeder JSON ('workload_graph') is not read: give the "
+                "Chakra .et, or the jsonizer's JSON of it"
+            )
+        if isinstance(doc, dict) and isinstance(doc.get("nodes"), list) and "schema" not in doc:
+            raise UserError(
+                f"{path}: a 'nodes' list without 'schema': not a PyTorch execution trace, and "
+                "not Chakra JSON (the jsonizer writes one object per node, one after another)"
+            )
         if is_pytorch_et(doc):
             raise UserError(
                 f"{path}: a PyTorch execution trace: give it with --et next to its Kineto trace"

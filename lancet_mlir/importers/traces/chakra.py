@@ -1,12 +1,14 @@
-"""MLCommons Chakra execution traces: the binary `.et` (protobuf) and the JSON form.
+"""MLCommons Chakra execution traces: the binary `.et` (protobuf) and the jsonizer's JSON.
 
 The `.et` file is a sequence of varint-length-delimited protobuf messages: one
 `GlobalMetadata`, then `Node`s (mlcommons/chakra `schema/protobuf/et_def.proto`: id = 1,
 name = 2, type = 3, ctrl_deps = 4, data_deps = 5, start_time_micros = 6, duration_micros = 7,
 inputs = 8, outputs = 9, attr = 10). The wire format is decoded here with the standard library
 (varints, fixed 32/64-bit fields, length-delimited fields, packed repeated fields). The JSON
-form holds the same nodes as objects (`{"nodes": [{"id", "name", "type", "ctrl_deps",
-"data_deps", "duration_micros", "attr": [{"name", "int64_val" ...}]}]}`).
+form is what mlcommons/chakra's jsonizer (`src/jsonizer/jsonizer.py`) writes: protobuf's JSON
+mapping (`MessageToJson`) of the GlobalMetadata and then of every Node, one object after
+another with nothing between them (`parse_chakra_jsonizer`). ASTRA-sim's feeder JSON
+(`{"workload_graph": [...]}`) is another format, not read.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ NODE_TYPES = {
     5: "COMM_SEND_NODE",
     6: "COMM_RECV_NODE",
     7: "COMM_COLL_NODE",
+    8: "STORAGE_NODE",
+    9: "BATCH_NODE",
+    10: "CHECKPOINT_NODE",
 }
 COMM_TYPES = {
     0: "allreduce",
@@ -214,37 +219,185 @@ def parse_chakra_binary(data: bytes, source: str) -> list[ChakraNode]:
     return nodes
 
 
-def is_chakra_json(doc: Any) -> bool:
-    """Whether `doc` looks like a Chakra JSON trace (nodes with ctrl/data deps)."""
+NODE_JSON_FIELDS = {
+    "id": "id",
+    "name": "name",
+    "type": "type",
+    "ctrlDeps": "ctrl_deps",
+    "ctrl_deps": "ctrl_deps",
+    "dataDeps": "data_deps",
+    "data_deps": "data_deps",
+    "startTimeMicros": "start_time_micros",
+    "start_time_micros": "start_time_micros",
+    "durationMicros": "duration_micros",
+    "duration_micros": "duration_micros",
+    "inputs": "inputs",
+    "outputs": "outputs",
+    "attr": "attr",
+    "storage": "storage",
+}
+"""The JSON names of `Node`'s fields (et_def.proto) -> the proto field: protobuf's JSON
+mapping writes the lowerCamelCase name (`MessageToJson`, the jsonizer's call) and its parsers
+accept the proto name too, so both spellings are read; any other key is refused."""
+_SCALAR_KINDS = {
+    "double": "float",
+    "float": "float",
+    "int32": "int",
+    "int64": "int",
+    "uint32": "int",
+    "uint64": "int",
+    "sint32": "int",
+    "sint64": "int",
+    "fixed32": "int",
+    "fixed64": "int",
+    "sfixed32": "int",
+    "sfixed64": "int",
+    "bool": "bool",
+    "string": "string",
+    "bytes": "string",
+}
+ATTR_JSON_VALUES: dict[str, tuple[str, bool]] = {}
+"""The JSON names of `AttributeProto`'s value fields -> (value kind, is a list): `int64Val` /
+`int64_val`, `int64List` / `int64_list` (`{"values": [...]}`), ..."""
+for _t, _kind in _SCALAR_KINDS.items():
+    ATTR_JSON_VALUES[f"{_t}Val"] = ATTR_JSON_VALUES[f"{_t}_val"] = (_kind, False)
+    ATTR_JSON_VALUES[f"{_t}List"] = ATTR_JSON_VALUES[f"{_t}_list"] = (_kind, True)
+GLOBAL_METADATA_FIELDS = ("version", "attr")
+"""`GlobalMetadata`'s fields: the jsonizer's first JSON object."""
+
+
+def is_chakra_jsonizer(docs: list[Any]) -> bool:
+    """Whether `docs` (the JSON objects of one file, in order) is what mlcommons/chakra's
+    jsonizer writes: `MessageToJson(GlobalMetadata)` and then `MessageToJson(node)` for every
+    node, concatenated with nothing between them. The first object must be the metadata,
+    with nothing but `GlobalMetadata`'s fields (the feeder test trace's has only `attr`: an
+    empty `version` is left out), and alone it must have a `version`."""
     return (
-        isinstance(doc, dict)
-        and isinstance(doc.get("nodes"), list)
-        and "schema" not in doc
-        and all(isinstance(n, dict) for n in doc["nodes"][:1])
+        bool(docs)
+        and isinstance(docs[0], dict)
+        and all(k in GLOBAL_METADATA_FIELDS for k in docs[0])
+        and (len(docs) > 1 or "version" in docs[0])
     )
 
 
-def parse_chakra_json(doc: Any, source: str) -> list[ChakraNode]:
-    """The nodes of a Chakra JSON trace."""
+def _json_uint(value: Any, what: str) -> int:
+    """A protobuf JSON uint64: a number, or (as `MessageToJson` writes 64-bit integers) a
+    decimal string; UserError naming `what` otherwise."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    raise UserError(f"{what} is {value!r}, not an unsigned integer")
+
+
+def _json_value(value: Any, kind: str, what: str) -> Any:
+    """One attribute value of kind `kind` (`ATTR_JSON_VALUES`) in protobuf JSON."""
+    if kind == "int":
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool):
+            return value
+        elif isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise UserError(f"{what} is {value!r}, not an integer")
+    if kind == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if value in ("NaN", "Infinity", "-Infinity"):
+            return float(value.replace("Infinity", "inf"))
+        raise UserError(f"{what} is {value!r}, not a number")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise UserError(f"{what} is {value!r}, not true or false")
+    if isinstance(value, str):
+        return value
+    raise UserError(f"{what} is {value!r}, not a string")
+
+
+def _json_attr(a: Any, where: str) -> tuple[str, Any]:
+    """(name, value) of one `AttributeProto` in protobuf JSON. A oneof with no member set
+    (the jsonizer writes `{"name": "is_cpu_op"}` when the encoder wrote no value) is None."""
+    if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+        raise UserError(f"{where}: an attr that is not an object with a string 'name'")
+    name, value = a["name"], None
+    for k, v in a.items():
+        if k in ("name", "docString", "doc_string"):
+            continue
+        if k not in ATTR_JSON_VALUES:
+            raise UserError(f"{where}: attr {name!r} has the unknown field {k!r}")
+        kind, is_list = ATTR_JSON_VALUES[k]
+        what = f"{where}: attr {name!r} {k}"
+        if is_list:
+            vals = v.get("values", []) if isinstance(v, dict) else None
+            if not isinstance(vals, list) or any(x not in ("values",) for x in v):
+                raise UserError(f"{what} is not an object {{'values': [...]}}")
+            value = [_json_value(x, kind, what) for x in vals]
+        else:
+            value = _json_value(v, kind, what)
+    return name, value
+
+
+def parse_chakra_jsonizer(docs: list[Any], source: str) -> list[ChakraNode]:
+    """The nodes of a Chakra jsonizer file (`is_chakra_jsonizer`): protobuf's JSON mapping of
+    et_def.proto's `Node`s. Keys in lowerCamelCase or proto spelling (`NODE_JSON_FIELDS`),
+    64-bit integers as strings or numbers, the node type by name (`COMP_NODE`) or number,
+    fields at their default left out (as protobuf does: a missing `durationMicros` is 0).
+    A key `Node` does not have is refused, not read as absent: a near-miss spelling would
+    otherwise read every duration and dependency as 0 / none (review 20, finding 5)."""
     nodes = []
-    for n in doc.get("nodes", []):
-        if not isinstance(n, dict) or not isinstance(n.get("id"), int):
-            raise UserError(f"{source}: a Chakra node without an integer 'id'")
-        t = n.get("type", 4)
-        attrs = {}
-        for a in n.get("attr", []) or []:
-            if isinstance(a, dict) and "name" in a:
-                vals = [v for k, v in a.items() if k.endswith("_val")]
-                attrs[str(a["name"])] = vals[0] if vals else None
+    names = {v: k for k, v in NODE_TYPES.items()}
+    for k, n in enumerate(docs[1:], 1):
+        where = f"{source}: JSON object {k + 1}"
+        if not isinstance(n, dict):
+            raise UserError(f"{where} is not a Chakra node (an object)")
+        fields: dict[str, Any] = {}
+        for key, v in n.items():
+            field = NODE_JSON_FIELDS.get(key)
+            if field is None:
+                raise UserError(
+                    f"{where}: unknown Chakra node field {key!r} (et_def.proto's Node has "
+                    "id, name, type, ctrlDeps, dataDeps, startTimeMicros, durationMicros, "
+                    "inputs, outputs, attr, storage)"
+                )
+            if field in fields:
+                raise UserError(f"{where}: the field {field} is given twice ({key!r})")
+            fields[field] = v
+        nid = _json_uint(fields.get("id", 0), f"{where}: id")
+        where = f"{source}: node {nid}"
+        t = fields.get("type", 0)
+        if isinstance(t, str) and t in names or t in NODE_TYPES:
+            ntype = t if isinstance(t, str) else NODE_TYPES[t]
+        elif isinstance(t, int) and not isinstance(t, bool) and t >= 0:
+            ntype = f"TYPE_{t}"  # a type newer than ours (STORAGE_NODE ...): not GPU work
+        elif isinstance(t, str) and t.isupper():
+            ntype = t
+        else:
+            raise UserError(f"{where}: type is {t!r}, not a node type")
+        deps = {}
+        for f in ("ctrl_deps", "data_deps"):
+            v = fields.get(f, [])
+            if not isinstance(v, list):
+                raise UserError(f"{where}: {f} is not a list")
+            deps[f] = [_json_uint(x, f"{where}: {f}") for x in v]
+        attrs = dict(_json_attr(a, where) for a in fields.get("attr", []) or [])
+        name = fields.get("name", "")
+        if not isinstance(name, str):
+            raise UserError(f"{where}: name is {name!r}, not a string")
         nodes.append(
             ChakraNode(
-                n["id"],
-                str(n.get("name", "")),
-                NODE_TYPES.get(t, str(t)) if isinstance(t, int) else str(t),
-                [int(x) for x in n.get("ctrl_deps", []) or []],
-                [int(x) for x in n.get("data_deps", []) or []],
-                float(n.get("start_time_micros", 0) or 0),
-                float(n.get("duration_micros", 0) or 0),
+                nid,
+                name,
+                ntype,
+                deps["ctrl_deps"],
+                deps["data_deps"],
+                float(_json_uint(fields.get("start_time_micros", 0), f"{where}: startTimeMicros")),
+                float(_json_uint(fields.get("duration_micros", 0), f"{where}: durationMicros")),
                 attrs,
             )
         )

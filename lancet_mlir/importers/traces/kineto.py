@@ -127,7 +127,33 @@ def load_json(path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # objects one after another: Chakra's jsonizer writes that
+            stream = _json_stream(text)
+            if stream is not None:
+                return stream
         raise UserError(f"{path}: not valid JSON ({exc.msg}; truncated?)") from None
+
+
+class JsonStream(list):
+    """The JSON values of a file that holds several, one after another (whitespace between
+    them, nothing else): what mlcommons/chakra's jsonizer writes."""
+
+
+def _json_stream(text: str) -> JsonStream | None:
+    """The values of `text` read one after another, or None if it is not such a stream."""
+    dec = json.JSONDecoder()
+    out = JsonStream()
+    pos, n = 0, len(text)
+    while True:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        if pos == n:
+            return out
+        try:
+            value, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return None
+        out.append(value)
 
 
 def _int(value: Any, default: int = -1) -> int:
