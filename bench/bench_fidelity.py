@@ -34,6 +34,7 @@ HTA_TRACES = {
     "hta trace_filter sampled rank 0 (A100, 128 ranks)": "tests/data/trace_filter/sampled_rank-0.json.gz",
     "hta negative_queue_length rank 0 (A100, 16 ranks, CUDA graphs)": "tests/data/negative_queue_length_values_check/rank0.json.gz",
     "hta cuda_event_sync (A100, 1 rank)": "tests/data/critical_path/cuda_event_sync/event_sync_trace.json.gz",
+    "hta trace_diff control rank 3 (A100, 8 ranks)": "tests/data/trace_diff/control/control.json.gz",
 }
 MARK_BEGIN, MARK_END = "<!-- fidelity:begin -->", "<!-- fidelity:end -->"
 

@@ -225,8 +225,9 @@ def _run_pipeline(
     The time it saves on the target step's simulated period (`simulated_step_period_us`: last
     end of step N minus last end of step N-1, as the replay measures a period; our simulator
     rates the block order: one compute, one comm and one stream per copy queue, one host) comes
-    off the what-if replay's period (the same scales): an upper bound on the gain of a
-    host-paced step, whose GPU has slack."""
+    off the what-if replay's period (the same scales). An estimate, not a bound: the new
+    order is not replayed with the host, whose CPU gaps can hide the gain or make room for
+    more (docs/user-guide.md "What-ifs")."""
     from xdsl.context import Context
     from xdsl.dialects.builtin import FloatAttr, f64
     from xdsl.passes import PassPipeline
