@@ -5,9 +5,11 @@
     python bench/bench_fidelity.py --chakra chakra.0.et --out /tmp/f   # another Chakra trace
 
 One row per trace (or per coupled set of ranks): measured and predicted step period, the
-per-op start error, both again with one launch lag per stream (`--lags stream`), NCCL overlap, the GPU-only lower bound, flags, and with `--costs model` the
-predicted step and the per-class median ratio (ours / measured). Then a synthetic 10k-kernel
-trace is imported and replayed by `lancet-trace` in a subprocess (the time includes start-up).
+per-op start error, both again with one launch lag per stream (`--lags stream`), NCCL
+overlap, the GPU-only lower bound, flags, and with `--costs model` the predicted step and the
+per-class median ratio (ours / measured). Then a synthetic 10k-kernel trace
+(`_synthetic_trace`: no host syncs) is imported and replayed by `lancet-trace` in a
+subprocess (the time includes start-up).
 Writes `fidelity.json` and `fidelity.md` into `--out` (default bench/results) and the table
 into docs/benchmarks.md between the `fidelity:begin` / `fidelity:end` markers.
 """
@@ -251,7 +253,8 @@ def markdown(rows: list[dict], timing: dict) -> str:
         + "\n\nCommands (add `--costs model` for the model columns):\n\n"
         + cmds
         + f"\n\nImport + replay of a synthetic {timing['kernels']}-kernel trace "
-        f"(`lancet-trace replay`, process start-up included): {timing['seconds']} s wall, "
+        "(two streams, a `cudaStreamWaitEvent` call after every fourth launch, no host sync; "
+        f"`lancet-trace replay`, process start-up included): {timing['seconds']} s wall, "
         f"{timing['cpu_seconds']} s CPU (the wall time depends on what else the 2 cores run).\n"
     )
 
