@@ -285,6 +285,7 @@ def _summary(report: dict) -> str:
             f"rank {r['rank']} step {r['step']}: measured {r['measured_period_us']:.1f} us, "
             f"predicted {r['predicted_period_us']:.1f} us ({100 * r['period_error']:+.2f} %), "
             f"start error p50 {r['start_error_p50_us']:.1f} us, GPU-only {r['gpu_only_period_us']:.1f} us"
+            + ("; one launch lag per stream" if report.get("lags") == "stream" else "")
             + (f"; flags: {', '.join(f.split(':')[0] for f in r['flags'])}" if r["flags"] else "")
         )
     pipe = report.get("pipeline")

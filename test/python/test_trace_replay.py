@@ -166,7 +166,9 @@ def test_import_is_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
 
 
-def test_launch_lag_models_op_and_stream(tmp_path: Path) -> None:
+def test_launch_lag_models_op_and_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--lags op` (default) vs `--lags stream` (review 20, finding 3) on lags.json: one host
     thread launches k1 (call 100 -> start 105, 10 us), a pinned HtoD copy m1 (110 -> 114,
     5 us), k2 (130 -> 137), m2 (140 -> 155) and k3 (150 -> 158), kernels on stream 7, copies
@@ -199,6 +201,10 @@ def test_launch_lag_models_op_and_stream(tmp_path: Path) -> None:
         )
     assert info.value.code == 0
     assert json.loads(report.read_text())["predicted_period_us"] == 165.0
+    assert capsys.readouterr().out == (
+        "rank 0 step 1: measured 168.0 us, predicted 165.0 us (-1.79 %), start error p50 2.0 "
+        "us, GPU-only 30.0 us; one launch lag per stream; flags: single_step\n"
+    )
 
 
 def test_stream_idle_with_work_queued_is_flagged() -> None:
