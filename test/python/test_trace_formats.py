@@ -478,6 +478,10 @@ def test_chakra_json_both_spellings_and_int_forms(tmp_path: Path) -> None:
             "node 1: data_deps is 'x', not an unsigned integer",
         ),
         (
+            {"id": "1", "type": "COMP_NODES"},
+            "node 1: type is 'COMP_NODES', not a node type of et_def.proto",
+        ),
+        (
             {"id": "1", "durationMicros": "1", "duration_micros": "2"},
             "JSON object 2: the field duration_micros is given twice ('duration_micros')",
         ),

@@ -371,14 +371,12 @@ def parse_chakra_jsonizer(docs: list[Any], source: str) -> list[ChakraNode]:
         nid = _json_uint(fields.get("id", 0), f"{where}: id")
         where = f"{source}: node {nid}"
         t = fields.get("type", 0)
-        if isinstance(t, str) and t in names or t in NODE_TYPES:
-            ntype = t if isinstance(t, str) else NODE_TYPES[t]
-        elif isinstance(t, int) and not isinstance(t, bool) and t >= 0:
-            ntype = f"TYPE_{t}"  # a type newer than ours (STORAGE_NODE ...): not GPU work
-        elif isinstance(t, str) and t.isupper():
+        if isinstance(t, str) and t in names:
             ntype = t
-        else:
-            raise UserError(f"{where}: type is {t!r}, not a node type")
+        elif isinstance(t, int) and not isinstance(t, bool) and t >= 0:
+            ntype = NODE_TYPES.get(t, f"TYPE_{t}")  # a number newer than ours: not GPU work
+        else:  # a misspelt name would silently make a kernel a non-GPU node
+            raise UserError(f"{where}: type is {t!r}, not a node type of et_def.proto")
         deps = {}
         for f in ("ctrl_deps", "data_deps"):
             v = fields.get(f, [])
