@@ -392,12 +392,19 @@ def cmd_from_kineto(args: argparse.Namespace) -> int:
     from lancet_mlir.importers.traces import load_steps
     from lancet_mlir.importers.traces.profile import profile_from_steps
 
-    _emit(
-        profile_from_steps(
-            load_steps(args.traces, args.step, tool="lancet-profile")
-        ).to_json_text(),
-        args.output,
-    )
+    steps = load_steps(args.traces, args.step, tool="lancet-profile")
+    if any(st.period_basis == "none" for st in steps):  # Chakra: no times to link by
+        raise UserError(
+            f"{args.traces[0]}: a Chakra trace has no ATen ops with input shapes: "
+            "from-kineto needs a PyTorch profiler (Kineto) trace"
+        )
+    db = profile_from_steps(steps)
+    if not db.entries:
+        raise UserError(
+            f"{args.traces[0]}: no GPU kernel of step {steps[0].step} is linked to an ATen op "
+            "(a cpu_op event): nothing to profile"
+        )
+    _emit(db.to_json_text(), args.output)
     return 0
 
 

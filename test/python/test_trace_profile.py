@@ -179,3 +179,29 @@ def test_addmm_profile_costs_the_imported_linear(tmp_path: Path) -> None:
     events = json.loads(timeline.read_text())["traceEvents"]
     times = {e["args"]["op_key"]: e["dur"] for e in events if "op_key" in e.get("args", {})}
     assert times[key] == 7.0
+
+
+@pytest.mark.parametrize(
+    ("trace", "message"),
+    [
+        # a Chakra trace carries durations, no ATen ops with input shapes
+        ("chakra_feeder.0.et.gz", "a Chakra trace has no ATen ops with input shapes"),
+        # comm_overlap.json's kernels are launched with no cpu_op around them
+        ("comm_overlap.json", "no GPU kernel of step 1 is linked to an ATen op (a cpu_op event)"),
+    ],
+)
+def test_from_kineto_refuses_a_trace_with_nothing_to_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trace: str, message: str
+) -> None:
+    """Before, both wrote an empty profile and exited 0."""
+    out = tmp_path / "prof.json"
+    with pytest.raises(SystemExit) as info:
+        lancet_profile.main(["from-kineto", str(DATA / trace), "-o", str(out)])
+    assert info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0] == f"lancet-profile: error: {DATA / trace}: {message}: " + (
+        "from-kineto needs a PyTorch profiler (Kineto) trace" if trace.endswith(".gz")
+        else "nothing to profile"
+    )  # fmt: skip
+    assert not out.exists()
