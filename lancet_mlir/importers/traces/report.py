@@ -105,41 +105,39 @@ def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
     """Measured time of step N during which no GPU op runs while some op is ready (launched,
     stream predecessor and dependencies done) but not started: nothing explains the wait."""
     g = st.graph
-    ops = g.ops
-    # the least launch-to-start time of any op: what a launch costs at least (the replay's own
-    # lags may absorb unexplained waits; this one cannot)
-    lag = min((o.ts - g.calls[o.launch].ts for o in ops if o.launch >= 0), default=0.0)
-    lag = max(0.0, lag)
-    last: dict[int, float] = {}
-    waiting: list[tuple[float, float]] = []
-    for j, o in enumerate(ops):
-        ready = last.get(o.stream, 0.0)
-        last[o.stream] = o.ts + o.dur
-        if o.launch >= 0:
-            ready = max(ready, g.calls[o.launch].ts + lag)
-        for d in o.deps:
-            ready = max(ready, ops[d].ts + ops[d].dur)
-        if st.info[j].step == st.step and o.ts > ready + tol:
-            waiting.append((ready + tol, o.ts))
-    busy = _union([(o.ts, o.ts + o.dur) for o in ops])
-    lo = ops[st.prev_last].ts + ops[st.prev_last].dur if st.prev_last >= 0 else st.step_ts
-    wait = _union([(max(a, lo), b) for a, b in waiting])
+    busy = _union([(o.ts, o.ts + o.dur) for o in g.ops])
+    wait = _union([(a, b) for _, a, b in _ready_waits(st, tol)])
     return _length(wait) - _intersect(wait, busy)
 
 
 def stream_idle_queued_us(st: StepTrace, tol: float = 2.0) -> tuple[float, int | None]:
     """The most measured time of step N during which one stream sits idle while an op of it is
-    ready (launched at least that stream's least launch lag ago, stream predecessor and every
-    known dependency done) but not started, and the stream's index (None: no stream waits).
-    Unlike `idle_queued_us` this counts while other streams run: a missing cross-stream
-    dependency (an all-reduce waiting on an unseen event while compute runs) shows here. The
-    lag is the stream's least (`RankGraph.stream_lag_us`), a lower bound on any launch's, so
-    a stream whose ops all lag more (an NCCL stream) is not charged for its launch latency."""
+    ready (as in `idle_queued_us`) but not started, and the stream's index (None: no stream
+    waits). Unlike `idle_queued_us` this counts while other streams run: a missing cross-stream
+    dependency (an all-reduce waiting on an unseen event while compute runs) shows here."""
+    waiting: dict[int, list[tuple[float, float]]] = {}
+    for stream, a, b in _ready_waits(st, tol):
+        waiting.setdefault(stream, []).append((a, b))
+    best, where = 0.0, None
+    for s in sorted(waiting):
+        t = _length(_union(waiting[s]))
+        if t > best:
+            best, where = t, s
+    return best, where
+
+
+def _ready_waits(st: StepTrace, tol: float) -> list[tuple[int, float, float]]:
+    """(stream, from, to) for each op of step N that started more than `tol` after it was
+    ready: launched at least the trace's least launch-to-start time ago (what a launch costs at
+    least: the replay's own lags may absorb unexplained waits, this one cannot), its stream
+    predecessor and every known dependency done. Clipped to the step's start (the previous
+    step's last end)."""
     g = st.graph
     ops = g.ops
     lag = max(0.0, min((o.ts - g.calls[o.launch].ts for o in ops if o.launch >= 0), default=0.0))
+    lo = ops[st.prev_last].ts + ops[st.prev_last].dur if st.prev_last >= 0 else st.step_ts
     last: dict[int, float] = {}
-    waiting: dict[int, list[tuple[float, float]]] = {}
+    out: list[tuple[int, float, float]] = []
     for j, o in enumerate(ops):
         ready = last.get(o.stream, 0.0)
         last[o.stream] = o.ts + o.dur
@@ -148,14 +146,8 @@ def stream_idle_queued_us(st: StepTrace, tol: float = 2.0) -> tuple[float, int |
         for d in o.deps:
             ready = max(ready, ops[d].ts + ops[d].dur)
         if st.info[j].step == st.step and o.ts > ready + tol:
-            waiting.setdefault(o.stream, []).append((ready + tol, o.ts))
-    lo = ops[st.prev_last].ts + ops[st.prev_last].dur if st.prev_last >= 0 else st.step_ts
-    best, where = 0.0, None
-    for s in sorted(waiting):
-        t = _length(_union([(max(a, lo), b) for a, b in waiting[s]]))
-        if t > best:
-            best, where = t, s
-    return best, where
+            out.append((o.stream, max(ready + tol, lo), o.ts))
+    return out
 
 
 def _period(st: StepTrace, end: list[float], shift: float = 0.0) -> float:
