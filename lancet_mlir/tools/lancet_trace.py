@@ -182,17 +182,29 @@ def _report(args: argparse.Namespace) -> dict:
     )
     if getattr(args, "pipeline", None):
         if all(st.data_deps == 0 for st in steps):
+            if args.et:
+                why = (
+                    "the execution trace given with --et matches the step but adds no data "
+                    "dependency its measured times satisfy"
+                )
+            elif any(st.period_basis == "none" for st in steps):
+                why = "the Chakra trace has no data dependency between its GPU nodes"
+            else:
+                why = (
+                    "the trace gives stream order only, no data dependencies (a PyTorch "
+                    "execution trace, --et, or a Chakra trace would)"
+                )
             raise UserError(
-                "--pipeline: the trace gives stream order only, no data dependencies "
-                "(a PyTorch execution trace or a Chakra trace would): reordering is refused; "
-                "order-preserving what-ifs (--network-scale, --compute-scale, "
-                "--launch-overhead-us) still work"
+                f"--pipeline: {why}: reordering is refused; order-preserving what-ifs "
+                "(--network-scale, --compute-scale, --launch-overhead-us) still work"
             )
         if len(steps) > 1:
             raise UserError(
                 "--pipeline: give one rank's trace (a pipeline rewrites one rank's step)"
             )
     comm_time, device = comm_time_fn(steps, args.device)
+    if len(steps) == 1 and what.network_scale != 1.0:
+        _check_network_scale(steps[0], comm_time)
     durations = None
     fidelity = None
     if args.costs == "model":
@@ -207,6 +219,33 @@ def _report(args: argparse.Namespace) -> dict:
     if fidelity is not None:
         report["cost_model"] = fidelity
     return report
+
+
+def _check_network_scale(st: StepTrace, comm_time: CommTime | None) -> None:
+    """UserError when `--network-scale` would do nothing on one rank's step that has
+    collectives: one rank's wire time is the comm table's estimate (`single_rank_wire`), so
+    without a device preset (an unknown GPU, every Chakra trace) or without any collective the
+    table can price, the what-if would report +0.00 % for any scale. Refused like
+    `--costs model` without a preset."""
+    from lancet_mlir.importers.traces.report import single_rank_wire
+
+    if not any(o.is_comm for o in st.graph.ops):
+        return  # no collective: the network does not matter, and +0 % is the right answer
+    if st.period_basis == "none":
+        raise UserError(
+            "--network-scale: a Chakra trace states no world or group size, so the comm "
+            "table cannot give its collectives' wire time (the what-if would change nothing)"
+        )
+    if comm_time is None:
+        raise UserError(
+            f"--network-scale: the trace's GPU ({st.device or 'unknown'}) is not one of our "
+            "device presets, so one rank's wire time (the comm table's) is unknown; pass --device"
+        )
+    if not any(single_rank_wire(st, comm_time)):
+        raise UserError(
+            "--network-scale: no collective of the trace has a kind, size and group the comm "
+            "table prices, so the wire time to scale is 0 (the what-if would change nothing)"
+        )
 
 
 def _run_pipeline(

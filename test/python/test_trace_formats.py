@@ -253,9 +253,12 @@ def test_et_that_matches_nothing_of_the_step_is_one_error_line(
     with pytest.raises(SystemExit) as info:
         lancet_trace.main(["import", str(path), "--et", str(et), "-o", str(out)])
     assert info.value.code == 1
+    # refused by the match measure (et.match_share: 0 of max(3, 1) ops line up) before the
+    # older "no operator matches a launching ATen op" check is reached
     assert capsys.readouterr().err.splitlines() == [
-        f"lancet-trace: error: {et}: no operator of the execution trace matches an ATen op of "
-        f"ProfilerStep#2 of {path} that launches GPU work"
+        f"lancet-trace: error: {et}: does not match ProfilerStep#2 of {path}: 0.0 % of their "
+        "ops line up by name and order (least 80 %): an execution trace of another program "
+        "or run?"
     ]
     assert not out.exists()
 

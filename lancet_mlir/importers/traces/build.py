@@ -233,12 +233,15 @@ def _rank_func(
         {
             "lancet.trace_source": StringAttr(st.source.rsplit("/", 1)[-1]),
             "lancet.trace_step": IntegerAttr(st.step, i64),
-            "lancet.measured_period_us": _f(st.measured_period_us),
             "lancet.launch_lag_us": _f(g.lag_us),
             "lancet.trace_device": StringAttr(st.device),
             "lancet.data_dependencies": IntegerAttr(st.data_deps, i64),
         }
     )
+    if st.period_basis != "none":
+        # a Chakra trace has durations but no start times: nothing was measured, and a 0
+        # here would read as a measured period of 0 µs
+        func.attributes["lancet.measured_period_us"] = _f(st.measured_period_us)
     return func
 
 

@@ -203,6 +203,25 @@ def is_chakra_binary(data: bytes) -> bool:
     return bool(fields) and all(num in (1, 2) and wire == 2 for num, wire, _ in fields)
 
 
+def looks_like_chakra_binary(data: bytes) -> bool:
+    """Whether `data` starts like a Chakra `.et` even if it is cut short: a varint length,
+    then the GlobalMetadata's first key (field 1 `version` or 2 `attr`, length-delimited:
+    byte 0x0a or 0x12). JSON never starts so (its first byte is whitespace, `{` or `[`), so
+    a truncated `.et` is reported as one, not as bad JSON."""
+    r = _Reader(data, "")
+    try:
+        r.varint()
+    except UserError:
+        return False
+    if data[:1] in (b"{", b"[") or r.pos + 1 >= len(data) or data[r.pos] not in (0x0A, 0x12):
+        return False
+    # the key's length varint: a text file whose first line is one character also has 0x0a
+    # there, but then a printable byte or whitespace, where a metadata field's length is a
+    # control byte (< 0x20) or a multi-byte varint (>= 0x80)
+    size = data[r.pos + 1]
+    return size >= 0x80 or size < 0x20 and size not in (0x09, 0x0A, 0x0D)
+
+
 def parse_chakra_binary(data: bytes, source: str) -> list[ChakraNode]:
     """The nodes of a `.et` file (after its GlobalMetadata)."""
     r = _Reader(data, source)

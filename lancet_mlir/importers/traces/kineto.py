@@ -251,6 +251,39 @@ def _overlap_warning(acts: list[Activity], source: str) -> str | None:
     )
 
 
+def _dist_int(dist: dict[str, Any], key: str, default: int, least: int, source: str) -> int:
+    """`distributedInfo[key]` as an int >= `least`, `default` when absent; UserError for a
+    value that is not one (a rank read as 0 would couple the trace as another rank's)."""
+    if key not in dist:
+        return default
+    raw = dist[key]
+    value = _int(raw, least - 1)
+    if value < least or isinstance(raw, float) and not raw.is_integer():
+        raise UserError(
+            f"{source}: distributedInfo.{key} must be an integer >= {least}, got {raw!r}"
+        )
+    return value
+
+
+def _check_gpu_args(e: dict[str, Any], name: str, kind: str, ts: float, source: str) -> None:
+    """UserError unless GPU activity `e` has an `args` object with an integer correlation id:
+    without it the activity cannot be tied to its launch call, and replaying it as an op
+    nothing launched silently drops its host-side wait (every activity of every Kineto trace
+    we have, ours and HTA's, carries both `stream` and `correlation`)."""
+    args = e.get("args")
+    where = f"{source}: {kind} {name!r} at ts {_fmt(ts)}"
+    if not isinstance(args, dict):
+        raise UserError(
+            f"{where}: no args object (a GPU activity needs its stream and correlation id)"
+        )
+    corr = args.get("correlation")
+    if isinstance(corr, bool) or not isinstance(corr, int):
+        raise UserError(
+            f"{where}: args.correlation must be an integer (it ties the activity to its "
+            f"launch), got {corr!r}"
+        )
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -271,8 +304,8 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
             f"{', '.join(map(str, SCHEMA_VERSIONS))})"
         )
     dist = _dict(doc.get("distributedInfo"))
-    rank = _int(dist.get("rank"), 0)
-    world = _int(dist.get("world_size"), 1)
+    rank = _dist_int(dist, "rank", 0, 0, source)
+    world = _dist_int(dist, "world_size", 1, 1, source)
     pg_raw = dist.get("pg_config")
     pg = [x for x in pg_raw if isinstance(x, dict)] if isinstance(pg_raw, list) else []
     props = doc.get("deviceProperties")
@@ -297,6 +330,7 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         ts, dur = times
         args = _dict(e.get("args"))
         if cat in GPU_CATS:
+            _check_gpu_args(e, name, GPU_CATS[cat], ts, source)
             acts.append(
                 Activity(
                     name,

@@ -90,6 +90,8 @@ class StepTrace:
     waits_rejected: int = 0
     syncs_kept: int = 0
     data_deps: int = 0
+    et_match: float | None = None
+    """`et.match_share` of the execution trace given with `--et` (None: none was given)."""
     origin: float = 0.0
     """Absolute trace time of the window's origin (graph times are relative to it)."""
     thread_index: dict[int, int] = field(default_factory=dict)
