@@ -6,7 +6,9 @@ Its operators are matched to the `cpu_op`s of the replayed step (`ProfilerStep#N
 start within its window, on any thread) by name and occurrence order (the ET's `rf_id` and
 Kineto's `External id` do not line up in real traces; reference/trace-notes.md): an ET records one
 iteration, and matching from the start of a trace of several steps would put its edges on an
-earlier step. An ET none of whose operators launches GPU work of step N is refused.
+earlier step. An ET whose operators do not line up with the step's (`match_share` below
+`MATCH_THRESHOLD`: another program's or run's ET) is refused, and so is one none of whose
+operators launches GPU work of step N.
 A GPU op then depends on the last GPU op (per stream) launched by the operator that last wrote
 a storage its operator reads (read after write), and, when its operator writes a storage, on the
 last GPU ops of each operator that read that storage since its previous write (write after read:
