@@ -172,3 +172,6 @@ def test_a_numeric_string_rank_is_still_read(tmp_path: Path) -> None:
     p = tmp_path / "r1.json"
     p.write_text(json.dumps(doc))
     assert load_steps([str(p)])[0].rank == 1
+    doc["distributedInfo"]["rank"] = None  # null reads as absent: rank 0, as before
+    p.write_text(json.dumps(doc))
+    assert load_steps([str(p)])[0].rank == 0

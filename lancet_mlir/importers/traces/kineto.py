@@ -252,9 +252,9 @@ def _overlap_warning(acts: list[Activity], source: str) -> str | None:
 
 
 def _dist_int(dist: dict[str, Any], key: str, default: int, least: int, source: str) -> int:
-    """`distributedInfo[key]` as an int >= `least`, `default` when absent; UserError for a
-    value that is not one (a rank read as 0 would couple the trace as another rank's)."""
-    if key not in dist:
+    """`distributedInfo[key]` as an int >= `least`, `default` when absent or null; UserError
+    for a value that is not one (a rank read as 0 would couple the trace as another rank's)."""
+    if dist.get(key) is None:
         return default
     raw = dist[key]
     value = _int(raw, least - 1)
