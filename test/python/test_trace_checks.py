@@ -81,3 +81,39 @@ def test_bundled_dlrm_traces_do_not_warn() -> None:
     paths = sorted((ROOT / "traces" / "dlrm").glob("worker*.pt.trace.json.gz"))
     assert len(paths) == 8
     assert [parse_kineto(load_json(str(p)), str(p)).overlap_warning for p in paths] == [None] * 8
+
+
+def test_a_first_op_that_waited_for_unseen_work_is_flagged(tmp_path) -> None:
+    """One kernel launched at 10 us (a 1 us call) started at 150: nothing in the window explains
+    the 140 us wait (work before it: a previous step's kernels, another process), and as its
+    stream's first op its wait is no launch lag either. The replay starts it at 10 + 5 (the
+    default lag), ends it at 35 against 170 measured (-79.4 %), and says why: the first op of
+    stream 7 started 150 - 15 = 135 us later than its launch explains (over 10 % of the step,
+    and the period misses by over 2 %). Seen on HTA's call_stack/backward_thread.json."""
+    import json
+
+    from lancet_mlir.importers.traces import load_steps
+    from lancet_mlir.importers.traces.report import replay_steps
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 200, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 1, "args": {"correlation": 1, "External id": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 150, "dur": 20,
+         "args": {"stream": 7, "correlation": 1, "External id": 1, "device": 0}},
+    ]  # fmt: skip
+    path = tmp_path / "late_first.json"
+    path.write_text(json.dumps({
+        "schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "traceEvents": events,
+    }))  # fmt: skip
+    report = replay_steps(load_steps([str(path)]))
+    assert report["measured_period_us"] == 170.0
+    assert report["predicted_period_us"] == 35.0
+    assert report["flags"][0] == (
+        "first_op_waits_unseen: the first op of stream 7 in the window started 135 us later "
+        "than its launch explains (work before the window: a previous step's kernels, another "
+        "process?): the replay starts it at its launch"
+    )

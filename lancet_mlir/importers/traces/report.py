@@ -150,6 +150,29 @@ def _ready_waits(st: StepTrace, tol: float) -> list[tuple[int, float, float]]:
     return out
 
 
+PERIOD_TARGET = 0.02
+"""The replay's period target (issue #19: within 2 % of measured); `first_op_waits_unseen` is
+raised only on a step the replay misses by more."""
+
+
+def _first_op_early(st: StepTrace, start: list[float]) -> tuple[int, float] | None:
+    """(stream, µs) of the stream whose first op of the window the replay (`start`) starts the
+    most before its measured start, or None when none starts early. A stream's first op has
+    no predecessor in the window to explain a wait, and its own wait is no launch lag (the lag
+    is measured from ops whose stream sat idle, `step._launch_lag`): the one wait the replay
+    cannot reproduce whatever the model, so it is flagged, not absorbed."""
+    seen: set[int] = set()
+    worst: tuple[int, float] | None = None
+    for j, o in enumerate(st.graph.ops):
+        if o.stream in seen:
+            continue
+        seen.add(o.stream)
+        gap = o.ts - start[j]
+        if gap > 0 and (worst is None or gap > worst[1]):
+            worst = (o.stream, gap)
+    return worst
+
+
 def _period(st: StepTrace, end: list[float], shift: float = 0.0) -> float:
     last = max(end[j] for j in st.target)
     if st.prev_last >= 0:
@@ -429,6 +452,20 @@ def _rank_report(
             f"stream {name} sat idle with a launched op whose start no known dependency "
             "explains (a missing event wait or data dependency? pass --et): the replay starts "
             "it early"
+        )
+    early = _first_op_early(st, res.start[r])
+    stream_flagged = idle <= IDLE_FLAG_SHARE * measured and s_idle > IDLE_FLAG_SHARE * measured
+    if (
+        early is not None
+        and early[1] > IDLE_FLAG_SHARE * measured
+        and abs(predicted - measured) > PERIOD_TARGET * measured  # it costs the prediction
+        and not (stream_flagged and early[0] == s_where)  # the same wait, flagged already
+    ):
+        name = next((k for k, v in st.stream_index.items() if v == early[0]), early[0])
+        flags.append(
+            f"first_op_waits_unseen: the first op of stream {name} in the window started "
+            f"{early[1]:.0f} us later than its launch explains (work before the window: a "
+            "previous step's kernels, another process?): the replay starts it at its launch"
         )
     if st.prev_last >= 0:
         gpu_period = _period(st, gpu.end[r])
