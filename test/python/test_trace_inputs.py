@@ -175,3 +175,27 @@ def test_a_numeric_string_rank_is_still_read(tmp_path: Path) -> None:
     doc["distributedInfo"]["rank"] = None  # null reads as absent: rank 0, as before
     p.write_text(json.dumps(doc))
     assert load_steps([str(p)])[0].rank == 0
+
+
+def test_send_recv_among_more_than_two_ranks_is_refused(tmp_path: Path) -> None:
+    """p2p_q{0..3}.json (review 20b): two independent send/recv pairs, 0 -> 1 early and 2 -> 3
+    late, in a world of 4. Kineto names no peer, so matching by issue order made one 4-rank
+    rendezvous of them (rank 0 predicted 235 µs against 55 measured); now refused. Ranks 0 and 1
+    alone as a world of 2 are coupled: the peer is the other rank. Rank 0's send launched at
+    40 (+5 lag) meets rank 1's recv, which started at 15; the send's 10 µs is the wire time
+    (the shortest instance), and rank 1 (recv until 55, then a 20 µs GEMM) is 85 µs long."""
+    from lancet_mlir.tools.errors import UserError
+
+    paths = [str(R20 / f"p2p_q{r}.json") for r in range(4)]
+    with pytest.raises(UserError, match=r"^point-to-point NCCL kernels \(send/recv\) in a group of 4 ranks"):  # fmt: skip
+        replay_steps(load_steps(paths))
+    pair = []
+    for r in (0, 1):
+        doc = json.loads((R20 / f"p2p_q{r}.json").read_text())
+        doc["distributedInfo"]["world_size"] = 2
+        p = tmp_path / f"pair{r}.json"
+        p.write_text(json.dumps(doc))
+        pair.append(str(p))
+    rep = replay_steps(load_steps(pair))
+    assert rep["collectives"]["wire_us_total"] == 10.0
+    assert [r["measured_period_us"] for r in rep["ranks"]] == [55.0, 85.0]

@@ -230,6 +230,11 @@ class Coupling:
     offsets_us: list[float]
 
 
+POINT_TO_POINT = "sendrecv"
+"""The comm kind of NCCL send/recv kernels (`nccl.py`): `match_collectives` couples them only
+between two ranks."""
+
+
 def match_collectives(steps: list[StepTrace], graphs: list[RankGraph]) -> Coupling:
     """Match every rank's collectives in issue order per (kind, group); the wire time of each is
     the median rank's end minus the last arrival (measured, after clock offsets)."""
@@ -243,6 +248,17 @@ def match_collectives(steps: list[StepTrace], graphs: list[RankGraph]) -> Coupli
             seq.setdefault((inf.comm_kind or "?", inf.group or ()), []).append(j)
         per_rank.append(seq)
     keys = sorted({k for seq in per_rank for k in seq})
+    for kind, group in keys:
+        members = len(group) if group else len(steps)
+        if kind == POINT_TO_POINT and members > 2:
+            # a send/recv names its peer nowhere in Kineto: among more than two ranks,
+            # matching by issue order pairs unrelated transfers (two independent pairs become
+            # one 4-rank rendezvous) or fails on a pipeline's uneven counts
+            raise UserError(
+                f"point-to-point NCCL kernels (send/recv) in a group of {members} ranks: the "
+                "traces do not say which peer each one talks to, so they cannot be coupled; "
+                "replay each rank alone (two ranks are coupled: the peer is the other one)"
+            )
     groups: list[tuple[str, list[tuple[int, int]]]] = []
     for key in keys:
         ranks = (
