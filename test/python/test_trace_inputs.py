@@ -199,3 +199,24 @@ def test_send_recv_among_more_than_two_ranks_is_refused(tmp_path: Path) -> None:
     rep = replay_steps(load_steps(pair))
     assert rep["collectives"]["wire_us_total"] == 10.0
     assert [r["measured_period_us"] for r in rep["ranks"]] == [55.0, 85.0]
+
+
+def test_a_rank_without_a_world_size(tmp_path: Path) -> None:
+    """HTA's trace_compare traces state `"distributedInfo": {"rank": 1}` and no world size:
+    refused before as "rank 1 is outside world size 1". Alone, such a trace is one rank of a
+    job of at least rank + 1 (two_rank1.json, rank 1 of 2, replays as rank 1 with its own
+    measured 60 µs period); given with another rank's trace it is refused: coupling needs the
+    world size stated."""
+    doc = json.loads((DATA / "two_rank1.json").read_text())
+    del doc["distributedInfo"]["world_size"]
+    lone = tmp_path / "rank1_no_world.json"
+    lone.write_text(json.dumps(doc))
+    alone = replay_steps(load_steps([str(lone)]))
+    ref = replay_steps(load_steps([str(DATA / "two_rank1.json")]))
+    assert alone["rank"] == 1
+    assert alone["measured_period_us"] == ref["measured_period_us"] == 60.0
+    assert alone["predicted_period_us"] == ref["predicted_period_us"]
+    with pytest.raises(
+        Exception, match=r"rank1_no_world.json: distributedInfo states no world_size: "
+    ):
+        load_steps([str(DATA / "two_rank0.json"), str(lone)])

@@ -158,6 +158,12 @@ def load_steps(
         if not is_kineto(doc):
             raise UserError(f"{path}: not a Kineto, Chakra or PyTorch execution trace")
         raw = parse_kineto(doc, path)
+        if len(paths) > 1 and not raw.world_known:
+            raise UserError(
+                f"{path}: distributedInfo states no world_size: several ranks' traces are "
+                "coupled only when each states its job's world size (one trace alone is replayed "
+                "as one rank)"
+            )
         if raw.overlap_warning is not None:
             sys.stderr.write(f"{tool}: warning: {raw.overlap_warning}\n")
         st = build_step(raw, step)

@@ -111,6 +111,8 @@ class RawTrace:
     first such overlap, and how many the trace has."""
     rank_known: bool = False
     """Whether `distributedInfo` states the rank (else `rank` is 0 by default)."""
+    world_known: bool = False
+    """Whether `distributedInfo` states the world size (else `world_size` is rank + 1)."""
 
 
 def load_json(path: str) -> Any:
@@ -305,7 +307,9 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         )
     dist = _dict(doc.get("distributedInfo"))
     rank = _dist_int(dist, "rank", 0, 0, source)
-    world = _dist_int(dist, "world_size", 1, 1, source)
+    # a trace that states its rank but no world size (HTA's trace_compare) is one rank of a
+    # job of at least rank + 1: enough for the single-rank model; coupling needs it stated
+    world = _dist_int(dist, "world_size", rank + 1, 1, source)
     pg_raw = dist.get("pg_config")
     pg = [x for x in pg_raw if isinstance(x, dict)] if isinstance(pg_raw, list) else []
     props = doc.get("deviceProperties")
@@ -384,4 +388,5 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         pg,
         _overlap_warning(acts, source),
         _int(dist.get("rank")) >= 0,
+        dist.get("world_size") is not None,
     )
