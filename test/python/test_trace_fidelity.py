@@ -10,6 +10,8 @@ One V100 step (old schema: kernels find their ATen op by time nesting of the lau
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -293,3 +295,27 @@ def test_copies_of_unknown_direction_are_flagged(
     known = load_steps([str(_copy_trace(tmp_path / "k.json"))])[0]
     assert known.unknown_copies == {}
     assert replay_steps([known])["copies_of_unknown_direction"] == 0
+
+
+def test_a_collective_without_a_group_size_is_unmodeled() -> None:
+    """review20/chakra_comm.json (second pass of review 20): a Chakra kernel and a 1 MiB
+    all-reduce; Chakra states no world or group size, so the comm table cannot price the
+    all-reduce. It was reported as estimated at 0 µs (NCCL ratio 0.0); it is counted as
+    unmodeled (the replay keeps its measured 30 µs), and the elementwise kernel too."""
+    from lancet_mlir.importers.traces import load_steps
+    from lancet_mlir.importers.traces.report import replay_steps
+
+    trace = (
+        Path(__file__).resolve().parents[1] / "data" / "traces" / "review20" / "chakra_comm.json"
+    )
+    rep = replay_steps(load_steps([str(trace)]))
+    assert rep["predicted_period_us"] == 40.0
+    out = subprocess.run(
+        [sys.executable, "-m", "lancet_mlir.tools.lancet_trace", "replay",
+         str(trace), "--costs", "model", "--device", "h100",
+         "--report", "-"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    model = json.loads(out.stdout)["cost_model"]
+    assert model["classes"] == {}
+    assert model["unmodeled"] == {"elementwise": 1, "nccl": 1}

@@ -233,10 +233,12 @@ def model_durations(steps: list[StepTrace], device: str | None) -> tuple[list[li
                     and j in target
                     and o.dur > 0
                 ):
+                    size = len(inf.group or ()) or st.world_size
+                    if size < 2:  # no group size known (a Chakra trace): no price, not 0 us
+                        unmodeled["nccl"] = unmodeled.get("nccl", 0) + 1
+                        continue
                     try:
-                        est = comm(
-                            inf.comm_kind, inf.comm_bytes, len(inf.group or ()) or st.world_size
-                        )
+                        est = comm(inf.comm_kind, inf.comm_bytes, size)
                     except Exception:  # noqa: BLE001 - a kind our tables do not know (sendrecv)
                         unmodeled["nccl"] = unmodeled.get("nccl", 0) + 1
                         continue
