@@ -321,14 +321,19 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             result, makespan_us = _never_worse(problem, result, options)
             if item.top_level:
                 total_us += makespan_us
-            note = _internal_model_note(options)
+            note = _model_note(options, measured_under_options=False)
             for k, stage in enumerate(result.stages):
                 LOG.info(prefix + _stage_line(item.label, stage, note if k < searched else ""))
             if note and len(result.stages) == searched and LOG.isEnabledFor(logging.INFO):
                 # the pipeline's result was kept: say what it takes under the options the
                 # block is rated on (what `simulate` gives for the output)
                 kept = Stage("kept", *_measure(result.problem, result.order, options))
-                LOG.info(prefix + _stage_line(item.label, kept, _options_note(options)))
+                LOG.info(
+                    prefix
+                    + _stage_line(
+                        item.label, kept, _model_note(options, measured_under_options=True)
+                    )
+                )
             apply_result(graph, result)
             sim.invalidate(item.block)
         return total_us
@@ -444,31 +449,27 @@ def _measure(problem, order: list[int], options: SimOptions | None = None) -> tu
     return timeline.makespan_us, exposed_comm_us(timeline)
 
 
-def _internal_model_note(options: SimOptions) -> str:
-    """What the pipeline's internal model (optimize/pipeline.py: one comm stream, no overlap
-    slowdown, no launch overhead) leaves out of `options`, as a suffix for its stage lines
-    ("" when the two models agree): their makespans are not what `simulate` gives."""
-    missing = []
+def _model_note(options: SimOptions, measured_under_options: bool) -> str:
+    """How a stage line's makespan relates to `options` where they differ from the pipeline's
+    internal model (optimize/pipeline.py: one comm stream, no overlap slowdown, no launch
+    overhead), as a suffix ("" when the two agree): what the internal model leaves out
+    (`measured_under_options` False: the stage lines, not what `simulate` gives) or what the
+    line was measured with (True: the `kept` line)."""
+    parts = []
     if options.launch_overhead_us > 0:
-        missing.append(f"without the {options.launch_overhead_us:g} us launch overhead")
+        parts.append(f"the {options.launch_overhead_us:g} us launch overhead")
     if options.num_comm_streams > 1:
-        missing.append(f"on 1 comm stream, not {options.num_comm_streams}")
+        k = options.num_comm_streams
+        parts.append(
+            f"on {k} comm streams" if measured_under_options else f"on 1 comm stream, not {k}"
+        )
     if options.overlap_slowdown != 1.0:
-        missing.append(f"without the {options.overlap_slowdown:g} overlap slowdown")
-    return f" ({', '.join(missing)})" if missing else ""
-
-
-def _options_note(options: SimOptions) -> str:
-    """The suffix of a line measured under `options` where they differ from the internal
-    model (`_internal_model_note`)."""
-    present = []
-    if options.launch_overhead_us > 0:
-        present.append(f"with the {options.launch_overhead_us:g} us launch overhead")
-    if options.num_comm_streams > 1:
-        present.append(f"on {options.num_comm_streams} comm streams")
-    if options.overlap_slowdown != 1.0:
-        present.append(f"with the {options.overlap_slowdown:g} overlap slowdown")
-    return f" ({', '.join(present)})" if present else ""
+        parts.append(f"the {options.overlap_slowdown:g} overlap slowdown")
+    if not parts:
+        return ""
+    word = "with" if measured_under_options else "without"
+    worded = [x if x.startswith("on ") else f"{word} {x}" for x in parts]
+    return f" ({', '.join(worded)})"
 
 
 def _stage_line(label: str, stage: Stage, note: str = "") -> str:
