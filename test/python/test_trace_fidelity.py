@@ -105,11 +105,16 @@ def _trace(path: Path) -> Path:
             t += 2.0
             gpu += dur
         t += 1.0
+    return _write_v100_trace(path, ev)
+
+
+def _write_v100_trace(path: Path, events: list[dict]) -> Path:
+    """Write `events` as a one-rank V100 Kineto trace at `path`."""
     doc = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
         "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-        "traceEvents": ev,
+        "traceEvents": events,
     }
     path.write_text(json.dumps(doc))
     return path
@@ -208,14 +213,7 @@ def _copy_trace(path: Path, names: dict[str, str] | None = None) -> Path:
             t += 2.0
             gpu += dur
         t += 1.0
-    doc = {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "Tesla V100-SXM2-32GB"}],
-        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-        "traceEvents": ev,
-    }
-    path.write_text(json.dumps(doc))
-    return path
+    return _write_v100_trace(path, ev)
 
 
 def test_copy_bytes_are_the_copys_own(tmp_path: Path) -> None:
