@@ -312,15 +312,15 @@ def evaluate(
     )
 
 
-Reach = tuple[list[int], Sequence[int]]
-"""(ancestors, descendants) bitsets of every node (`reachability`)."""
+Reach = reach.Reachability
+"""What the optimizers ask about reachability (`reachability`)."""
 
 
 def reachability(graph: Graph) -> Reach:
-    """(ancestors, descendants) of every node as Python-int bitsets (bit j = node j), from
-    `graph/reach.py`: O(V · E / wordsize)."""
+    """The reachability of `graph`'s edges (`graph/reach.Reachability`: descendant sets as
+    Python-int bitsets, bit j = node j, O(V · E / wordsize); no per-node ancestor sets)."""
     order = core.topological_order(graph.preds, graph.succs)
-    return reach.ancestor_bits(graph.preds, order), reach.descendant_bits(graph.succs, order)
+    return reach.Reachability(graph.preds, graph.succs, order)
 
 
 bits_of = reach.bits_of

@@ -99,22 +99,36 @@ def update_mask(problem: Problem, desc: Sequence[int]) -> int:
 def label_dw(problem: Problem, launch_order: Sequence[int], reach: Reach | None = None) -> DwLabels:
     """Find the dW candidates of `problem` (module docstring, step 2); `reach`: its
     `reachability`, when the caller has it."""
-    anc, desc = reach if reach is not None else reachability(problem)
-    updates = update_mask(problem, desc)
+    reach = reach if reach is not None else reachability(problem)
+    updates = update_mask(problem, reach.descendants)
     windows = [v for v in launch_order if problem.is_a2a(v)]
     eligible = 0
     for v in range(len(problem)):
         if not problem.is_compute(v) or updates >> v & 1 or problem.role[v] not in (None, Role.DW):
             continue
         eligible |= 1 << v
-    overlappable: dict[int, list[int]] = {}
-    for w_index, a in enumerate(windows):
-        for d in bits_of(eligible & ~(anc[a] | desc[a])):
-            overlappable.setdefault(d, []).append(w_index)
+    # per op, the windows it reaches and those that reach it, as len(windows)-bit sets
+    # (`Reachability` keeps no per-node ancestor sets): d is overlappable with window k iff
+    # neither bit k is set
+    before = reach.descendants_among(windows)
+    after = reach.ancestors_among(windows)
+    every_window = (1 << len(windows)) - 1
+    found = []
+    for d in bits_of(eligible):
+        unordered = bits_of(every_window & ~(before[d] | after[d]))
+        if unordered:
+            found.append((d, unordered))
+    del before, after  # V sets each: not alive with the next ones
+    # keyed in the order a scan of the windows first meets each candidate (window, then op)
+    found.sort(key=lambda item: (item[1][0], item[0]))
+    overlappable = dict(found)
     position = {v: k for k, v in enumerate(launch_order)}
     candidates = sorted(overlappable, key=position.__getitem__)
-    cand_mask = sum(1 << d for d in candidates)
-    dw_preds = {d: bits_of(anc[d] & cand_mask) for d in candidates}
+    # the candidates that reach each candidate: bit k = the k-th candidate by node number,
+    # so the lists come out ascending as node numbers
+    numbered = sorted(candidates)
+    cand_before = reach.ancestors_among(numbered)
+    dw_preds = {d: [numbered[k] for k in bits_of(cand_before[d])] for d in candidates}
     return DwLabels(windows, candidates, overlappable, dw_preds, updates)
 
 
@@ -202,7 +216,7 @@ def fill_allreduce_gaps(
     problem: Problem,
     chains: Sequence[Sequence[int]],
     fillers: Sequence[int],
-    ancestors: list[int] | None = None,
+    reach: Reach | None = None,
 ) -> list[int]:
     """Interleave the all-reduces `fillers` into the collective chain `fixed_comm` =
     `chains[1]`; returns the new collective chain.
@@ -213,18 +227,20 @@ def fill_allreduce_gaps(
     that collective or a later one (with zero durations, "ready in time" alone would not say
     so), repeatedly, so no collective of `fixed_comm` is delayed; the rest follow the last
     collective in order of readiness. Should zero durations still hide a cycle through the
-    compute chain, every filler goes after the last collective instead. `ancestors`: the
-    first half of `reachability(problem)`, when the caller has it.
+    compute chain, every filler goes after the last collective instead. `reach`:
+    `reachability(problem)`, when the caller has it.
     """
     fixed_comm = chains[1]
     times = evaluate(problem, chains)
     if times is None:
         raise ValueError("compute and collective chains form a cycle")
-    if ancestors is None:
-        ancestors = reachability(problem)[0]
-    later = [0] * (len(fixed_comm) + 1)  # bitset of fixed_comm[k:]
-    for k in range(len(fixed_comm) - 1, -1, -1):
-        later[k] = later[k + 1] | 1 << fixed_comm[k]
+    if reach is None:
+        reach = reachability(problem)
+    # a filler depends on fixed_comm[k] or a later collective iff the last collective of
+    # fixed_comm that reaches it is at k or after (-1: none reaches it)
+    comm_before = reach.ancestors_among(fixed_comm)
+    last_before = {f: comm_before[f].bit_length() - 1 for f in fillers}
+    del comm_before
     dur = problem.durations
     ready = {f: max((times.end[p] for p in problem.preds[f]), default=0.0) for f in fillers}
     left = sorted(fillers, key=lambda f: (ready[f], f))
@@ -233,11 +249,7 @@ def fill_allreduce_gaps(
     for k, c in enumerate(fixed_comm):
         gap_end = times.start[c]
         while left:
-            fits = [
-                f
-                for f in left
-                if max(t, ready[f]) + dur[f] <= gap_end and not ancestors[f] & later[k]
-            ]
+            fits = [f for f in left if max(t, ready[f]) + dur[f] <= gap_end and last_before[f] < k]
             if not fits:
                 break
             best = max(fits, key=lambda f: (dur[f], -ready[f], -f))
@@ -327,7 +339,7 @@ def dw_schedule(
     chains = split_chains(problem, body)
     fillers = [v for v in chains[1] if problem.is_allreduce(v)]
     chains[1] = [v for v in chains[1] if not problem.is_allreduce(v)]
-    chains[1] = fill_allreduce_gaps(problem, chains, fillers, reach[0])
+    chains[1] = fill_allreduce_gaps(problem, chains, fillers, reach)
     tail = [v for v in merged if updates >> v & 1]
     chains, times = append_tail(problem, chains, tail)
     order = block_order(problem, chains, times.start)

@@ -63,7 +63,7 @@ class ChainSearch:
             raise ValueError("initial chains form a cycle")
         self.problem = problem
         # `reach`: the problem's `reachability`, when the caller has it already
-        self.ancestors, self.descendants = reach if reach is not None else reachability(problem)
+        self.reach = reach if reach is not None else reachability(problem)
         self.chains = [list(chain) for chain in chains]
         self.times = times
         self.budget = budget
@@ -158,9 +158,9 @@ class ChainSearch:
         """Launch the largest ops of a critical run that the run's last op does not need
         right after that op, so it (and what waits for it) starts earlier."""
         last = segment[-1]
-        needed = self.ancestors[last]
+        reaches = self.reach.reaches
         dur = self.problem.durations
-        movable = [u for u in segment[:-1] if not needed >> u & 1 and dur[u] > 0]
+        movable = [u for u in segment[:-1] if not reaches(u, last) and dur[u] > 0]
         movable.sort(key=lambda u: (-dur[u], position[u]))
         k_last = position[last]
         for u in movable[:CLEAR_PER_SEGMENT]:
@@ -218,7 +218,7 @@ class ChainSearch:
         if gap <= 0:
             return
         dur = self.problem.durations
-        below = self.descendants[w]
+        below = self.reach.descendants[w]
         if self._ready is None:  # when each op's producers are done, for every gap of the step
             get = end.__getitem__
             self._ready = [max(map(get, ps), default=0.0) for ps in self.problem.preds]

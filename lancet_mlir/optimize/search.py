@@ -186,7 +186,7 @@ def _perturb(
     stream (copy queues keep their order here; the local search moves them); None if the
     chains no longer have a block order (two streams can still wait for each other: up to
     `KICK_TRIES` draws are made)."""
-    ancestors, descendants = reach
+    reaches = reach.reaches
     for _ in range(KICK_TRIES):
         chains = [list(chain) for chain in incumbent]
         for _ in range(KICK_MOVES):
@@ -194,10 +194,9 @@ def _perturb(
             if len(chain) < 2:
                 continue
             op = chain.pop(rng.randrange(len(chain)))
-            low = max((k + 1 for k, u in enumerate(chain) if ancestors[op] >> u & 1), default=0)
-            high = min(
-                (k for k, u in enumerate(chain) if descendants[op] >> u & 1), default=len(chain)
-            )
+            low = max((k + 1 for k, u in enumerate(chain) if reaches(u, op)), default=0)
+            below = reach.descendants[op]  # one full set, not one per chain position
+            high = min((k for k, u in enumerate(chain) if below >> u & 1), default=len(chain))
             chain.insert(rng.randint(low, high), op)
         if evaluate(problem, chains) is not None:
             return chains

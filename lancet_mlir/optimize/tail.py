@@ -64,10 +64,12 @@ def defer_to_tail(
     times = evaluate(problem, chains)
     if times is None or not chains[1] or not chains[0]:
         return best
-    anc, desc = reach if reach is not None else reachability(problem)
+    reach = reach if reach is not None else reachability(problem)
+    desc = reach.descendants
     for _ in range(MAX_ROUNDS):
         target = most_exposed(chains, times)
-        candidates = idle_candidates(problem, chains, times, target, anc[target] | desc[target])
+        related = reach.ancestors(target) | desc[target]
+        candidates = idle_candidates(problem, chains, times, target, related)
         order = block_order(problem, best.chains, times.start)
         found: tuple[list[list[int]], ChainTimes] | None = None
         for k in range(1, len(candidates) + 1):
@@ -79,7 +81,7 @@ def defer_to_tail(
             best.evaluations += 1
             if deferred is None:
                 continue
-            result = improve(problem, deferred, min(share, left - 1), progress, (anc, desc))
+            result = improve(problem, deferred, min(share, left - 1), progress, reach)
             best.evaluations += result.evaluations
             span = result.times.makespan_us
             if span < (found[1].makespan_us if found else times.makespan_us) - 1e-9:

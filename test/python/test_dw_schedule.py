@@ -245,6 +245,19 @@ def test_zero_duration_filler_stays_after_its_all_to_all() -> None:
     assert s.makespan_us == 1.0
 
 
+def test_zero_duration_fillers_respect_each_later_all_to_all() -> None:
+    # c0(0); A0(0), A1(0) the fixed chain; r(0) after A1, s(0) free: all "ready" at 0.
+    # Before A0: s fits, r does not (it needs A1, later in the chain); before A1: r still
+    # needs A1 itself. So [s, A0, A1, r]; placing r before A1 would be a cycle, and the
+    # fallback for one ([A0, A1, r, s]) is what an off-by-one in "needs k or later" gives
+    p = Problem.from_edges(
+        [0, 0, 0, 0, 0],
+        [(2, 3)],
+        {1: "all_to_all", 2: "all_to_all", 3: "allreduce", 4: "allreduce"},
+    )
+    assert fill_allreduce_gaps(p, [[0], [1, 2]], [3, 4]) == [4, 1, 2, 3]
+
+
 def test_an_update_that_feeds_the_body_is_body_work() -> None:
     # an outside review: a (mislabelled) "update" op a(4) feeding an all-to-all A(6) -> c(2)
     # made dw-schedule append a after the body that needs it: "chains form a cycle".

@@ -91,7 +91,9 @@ def test_bitset_reachability_matches_graph_search(
         assert set(bits_of(desc[v])) == _closure(succs, v)
         assert set(bits_of(anc[v])) == _closure(preds, v)
     problem = Problem(preds, succs, [None] * len(preds), [1.0] * len(preds))
-    assert reachability(problem) == (anc, desc)  # the optimizers use the same utilities
+    reach = reachability(problem)  # the optimizers use the same utilities
+    assert reach.descendants == desc
+    assert [reach.ancestors(v) for v in range(len(preds))] == anc
 
 
 def test_topological_order_rejects_a_cycle() -> None:
