@@ -6,7 +6,7 @@ The default chain (`CostModel.build`), first that answers:
 | name | answers |
 |---|---|
 | `attribute` | the op's own `lancet.time_us` (never scaled by `lancet.fill`) |
-| `in-place` | 0 for an in-place `comp.concat` (its parts were written into its buffer) or `comp.add` (a partial sum its part's GEMM accumulated): no kernel runs; `dialects/destination.py` |
+| `in-place` | 0 for an in-place `comp.concat` (its parts were written into its buffer), a `comp.add` (a partial sum its part's GEMM accumulated) or a `comp.split` into contiguous row blocks (views): no kernel runs; `dialects/destination.py` |
 | `profile` | a profile entry for the op's key (x its fill), else for its origin's key (x share or bytes, below) |
 | (custom) | `CostConfig.sources`: caller sources, e.g. trace-measured durations |
 | `table` | a collective whose kind a comm table holds (at fill x its payload bytes) |
@@ -56,8 +56,8 @@ from lancet_mlir.cost.keys import op_key
 from lancet_mlir.cost.profile_db import ProfileDB
 from lancet_mlir.cost.roofline import numeric_attr, op_flops_bytes, op_roofline_us
 from lancet_mlir.dialects.comm import CollectiveOp
-from lancet_mlir.dialects.comp import AddOp, ConcatOp
-from lancet_mlir.dialects.destination import accumulates_in_place, in_place_concat
+from lancet_mlir.dialects.comp import AddOp, ConcatOp, SplitOp
+from lancet_mlir.dialects.destination import accumulates_in_place, in_place_concat, view_split
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.graph.fill import op_fill
 from lancet_mlir.support.errors import UserError
@@ -167,13 +167,16 @@ class InPlaceSource:
     later source: its parts' writers wrote their rows into its buffer, nothing is copied and
     no kernel runs (a profile entry of its key would have measured a copy). So does a partial
     sum accumulated in place (`destination.accumulates_in_place`): the part's GEMM added its
-    product into the running sum (beta = 1)."""
+    product into the running sum (beta = 1). And so does a split into contiguous row blocks
+    (`destination.view_split`): its results are views of its input."""
 
     name = "in-place"
     measured = False
 
     def time_us(self, op: Operation, world_size: int | None) -> float | None:
-        """0 for an in-place concat or an in-place accumulation, else None."""
+        """0 for an in-place concat, an in-place accumulation or a view split, else None."""
+        if isinstance(op, SplitOp):
+            return 0.0 if view_split(op) else None
         if isinstance(op, ConcatOp):
             return 0.0 if in_place_concat(op) else None
         if isinstance(op, AddOp):

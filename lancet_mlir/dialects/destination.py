@@ -25,6 +25,15 @@ back into a copy instead of a wrong cost. The structure:
   of it on the way) is an input of another in-place concat: a buffer has one place;
 * contiguous slices (above).
 
+A `comp.split` whose slices are contiguous row blocks of its input (every dimension before
+its axis is 1, as for the concat above) is a view on a GPU: each result is a pointer into the
+input's buffer (PyTorch `split`/`chunk`/`narrow`, cuBLAS and NCCL take it as it is), no kernel
+runs and nothing is copied. `view_split(op)` decides; the cost model costs such a split 0 and
+the runtime returns the slices without copying them. Nothing writes into a view: an in-place
+concat's writers and an in-place accumulation's total are never split results (below), and
+the value a split reads is never overwritten later (an in-place accumulation overwrites only
+a total that it alone reads).
+
 A chain of partial sums (the per-part weight gradients of a partitioned op, added up) is the
 same idea for `comp.add`: `add(total, part) {in_place = true}` says the part's GEMM added its
 product into the running sum's buffer (cuBLAS's beta = 1: C = A·B + C, the read of C inside
@@ -57,6 +66,7 @@ __all__ = [
     "mark_in_place",
     "placement_ok",
     "slice_offsets",
+    "view_split",
     "writer_claimed",
     "writer_of",
 ]
@@ -179,6 +189,20 @@ def slice_offsets(op: ConcatOp) -> list[int]:
         assert isinstance(v.type, TensorType)
         offsets.append(offsets[-1] + v.type.get_shape()[axis])
     return offsets
+
+
+def view_split(op: Operation) -> bool:
+    """True when `op` is a `comp.split` whose slices are contiguous row blocks of its input
+    (every dimension before its axis is 1): a view, no kernel (module doc)."""
+    if not isinstance(op, SplitOp) or not op.operands:
+        return False
+    ty = op.operands[0].type
+    if not isinstance(ty, TensorType):
+        return False
+    shape = ty.get_shape()
+    axis = op.axis.value.data if isinstance(op.axis, IntegerAttr) else 0
+    axis = axis + len(shape) if axis < 0 else axis
+    return 0 <= axis < len(shape) and prod(shape[:axis]) == 1
 
 
 # ---- partial sums accumulated in place ------------------------------------------------------

@@ -59,6 +59,14 @@ TOKEN_PARTS = (4, 8)
 each whole MoE layer and the forward around it in n token parts; the scheduling stages
 then place the parts (the phased emission order of the pass is only a start)."""
 
+TOKEN_PARTS_EXTENDED = (8,)
+"""Part counts of the token candidates whose regions also cover the backward of the layers
+around each MoE layer (`token-n-all`, `moe-partition{axis=token parts=n extend=all}`): the
+dX chain after a backward all-to-all runs per part, overlapping the later parts' exchanges.
+On the p3dn 32-rank configs this is the fastest candidate (12 layers: 740.2 against 743.8 ms
+for token-8, 24 layers: 989.9 against 1004.6, at one candidate's budget); with 4 parts it was
+never the fastest of the eight headline configs, so it is not built."""
+
 EXPERT_DEGREES = (2, 4, 8)
 """Part counts of the expert-only (Tutel-like) candidates of `partition=auto`: Tutel's sweep,
 so the pipeline is never slower than the best Tutel degree under its own cost model."""
@@ -95,8 +103,9 @@ def partition_stage(
 def partition_stages(ctx: Context, cost: CostOptions) -> list[tuple[str, PartitionStage]]:
     """The partition stages of `partition=auto`, in preference order, each with its label:
     Lancet's DP plan (`dp`), whole MoE layers in n token parts with the regions around them
-    (`token-n`, `moe-partition{axis=token parts=n}`) for n in TOKEN_PARTS, then the expert
-    FFN alone split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in
+    (`token-n`, `moe-partition{axis=token parts=n}`) for n in TOKEN_PARTS, the same with the
+    backward regions (`token-n-all`, `extend=all`) for n in TOKEN_PARTS_EXTENDED, then the
+    expert FFN alone split into n parts (`expert-n`, as `tutel-pipeline{degree=n}`) for n in
     EXPERT_DEGREES."""
     passes: list[tuple[str, ModulePass]] = [
         ("dp", MoePartitionPass(algo="dp", **cost_options_of(cost)))
@@ -104,6 +113,13 @@ def partition_stages(ctx: Context, cost: CostOptions) -> list[tuple[str, Partiti
     passes += [
         (f"token-{n}", MoePartitionPass(axis="token", parts=n, **cost_options_of(cost)))
         for n in TOKEN_PARTS
+    ]
+    passes += [
+        (
+            f"token-{n}-all",
+            MoePartitionPass(axis="token", parts=n, extend="all", **cost_options_of(cost)),
+        )
+        for n in TOKEN_PARTS_EXTENDED
     ]
     passes += [(f"expert-{n}", TutelPipelinePass(degree=n)) for n in EXPERT_DEGREES]
     return [(label, partial(stage.apply, ctx)) for label, stage in passes]
