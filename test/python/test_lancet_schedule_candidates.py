@@ -64,7 +64,9 @@ def test_auto_keeps_the_fastest_scheduled_candidate(caplog) -> None:
         spans[f"expert-{n}"], texts[n] = makespan(scheduled), to_text(scheduled)
     for label, options in (("token-4", "parts=4"), ("token-8", "parts=8"),
                            ("token-8-all", "parts=8 extend=all")):  # fmt: skip
-        spec = f"moe-partition{{axis=token {options}}},lancet-schedule{{partition=none max-seconds=0}}"
+        spec = (
+            f"moe-partition{{axis=token {options}}},lancet-schedule{{partition=none max-seconds=0}}"
+        )
         scheduled = run_pipeline(base.clone(), spec)
         spans[label], texts[label] = makespan(scheduled), to_text(scheduled)
     with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
