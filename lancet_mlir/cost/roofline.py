@@ -25,8 +25,10 @@ Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, 
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
 * an estimate of exactly 0 (0 FLOPs and 0 bytes: e.g. ops the StableHLO importer marks free,
   constants, bitcasts, reshapes -- nothing runs);
-* view ops (`VIEW_CLASSES`, `VIEW_OPS`): `comp.reshape` and `comp.split` copy in numpy (and keep their copy's
-  memory-term estimate, a conservative upper bound), but on a GPU a reshape of a contiguous
+* view ops (`VIEW_CLASSES`, `VIEW_OPS`): `comp.reshape` and `comp.split` keep their copy's
+  memory-term estimate here (a conservative upper bound; a split into contiguous row blocks
+  never gets here: the cost model's `in-place` source costs it 0, `destination.view_split`),
+  but on a GPU a reshape of a contiguous
   tensor is a view (PyTorch `view`, XLA bitcast) and a split returns views (PyTorch
   `split`/`chunk`) or slices XLA fuses into their consumers: no kernel, no launch cost.
   `comp.transpose`, `comp.concat` and `comp.fill`/`comp.zeros` do launch a copy / fill kernel

@@ -79,7 +79,7 @@ def test_the_pass_builds_what_the_plan_planned() -> None:
 
 
 WIDE = dataclasses.replace(CFG, hidden=256, heads=4, seq=128, batch=8, world_size=16)
-"""A model whose forward pair's region pays on p4de, unless each launch costs 20 µs."""
+"""A model whose MoE pairs' regions pay on p4de, unless each launch costs 20 µs."""
 
 
 @pytest.mark.parametrize(("launch_us", "kept"), [(0.0, False), (20.0, True)])
@@ -90,7 +90,10 @@ def test_a_block_that_gains_nothing_keeps_its_own_ops(launch_us: float, kept: bo
     sim = SimOptions(launch_overhead_us=launch_us)
     base = _fixed_order_us(graph, time_of, sim)
     plan = plan_capacity_block(graph, time_of, CapacitySearch("range", None, 4))
-    assert [r.n for r in plan.regions] == [2]  # the phased estimate of the range rates 2 parts
+    # the phased estimate of each range rates 2 parts (the backward pair's too, since its
+    # border splits into row blocks, of the [1024, 256] gradient and of the [2, 1024, 256]
+    # and [2, 256, 1024] expert weights, are views: 0 µs)
+    assert [r.n for r in plan.regions] == [2, 2]
     planned = _fixed_order_us(plan.planned_graph(), time_of, sim)
     assert (planned >= base) == kept  # 20 µs per launch: the block's 2 x ops lose
     plan.discard()
