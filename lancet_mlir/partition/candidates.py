@@ -36,14 +36,22 @@ def lazy_candidates(
     module: ModuleOp,
     stages: Sequence[tuple[str, Stage]],
     refused: Callable[[str, str], None] = lambda label, reason: None,
+    skip: Callable[[str], str | None] = lambda label: None,
 ) -> Iterator[tuple[str, ModuleOp | None]]:
     """`partition_candidates` one stage at a time: (label, its clone of `module`), or
     (label, None) for a stage that failed (reported to `refused` first) or partitions
     nothing. The next clone is built only when the caller asks for it, so a caller that
     drops each trial it does not keep holds one or two clones at a time, not one per stage
-    (`module` must not change in between)."""
+    (`module` must not change in between). `skip(label)`, asked right before a stage would
+    be built (so it sees what the caller learnt from the candidates before), gives a reason
+    not to build it (reported to `refused`, then (label, None)) or None."""
     before = count_parts(module)
     for label, stage in stages:
+        reason = skip(label)
+        if reason is not None:
+            refused(label, reason)
+            yield label, None
+            continue
         trial = _built(module, label, stage, before, refused)
         yield label, trial
         trial = None  # dropped before the next clone is built, unless the caller keeps it

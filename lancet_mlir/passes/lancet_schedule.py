@@ -67,6 +67,14 @@ On the p3dn 32-rank configs this is the fastest candidate (12 layers: 740.2 agai
 for token-8, 24 layers: 989.9 against 1004.6, at one candidate's budget); with 4 parts it was
 never the fastest of the eight headline configs, so it is not built."""
 
+EXTENDED_MIN_IDLE = 0.03
+"""A `token-n-all` candidate is built only when the best schedule so far leaves its compute
+stream idle (makespan less its compute) for at least this share of its makespan: idle
+compute is what hiding more communication can win back, and the extended candidate is the
+largest graph of all (12.6k ops against token-8's 10.4k at 24 layers: ~35 % more pass time).
+On the headline configs it is built on the two p3dn 32-rank ones (6.1 % and 4.8 % idle),
+where it wins, and not on the others (0.4-2.0 %), where it loses."""
+
 EXPERT_DEGREES = (2, 4, 8)
 """Part counts of the expert-only (Tutel-like) candidates of `partition=auto`: Tutel's sweep,
 so the pipeline is never slower than the best Tutel degree under its own cost model."""
@@ -245,19 +253,31 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         # it is the best so far: one or two clones alive, not one per stage. So the
         # unpartitioned module is scheduled in place last; it is kept on a tie (it is the
         # simplest), a candidate replaces an earlier one only when strictly faster.
-        best_label, best_us, best = "none", math.inf, None
+        best_label, best_us, best, best_floor_us = "none", math.inf, None, 0.0
         # the unpartitioned schedule will be no slower than the input: a candidate whose
         # compute alone is slower cannot win (`_input_bound_us`), so it is not scheduled
         input_us = _input_bound_us(self._simulation(op, memos))
+
+        def skip(label: str) -> str | None:
+            if not label.endswith("-all") or best is None:
+                return None
+            idle = (best_us - best_floor_us) / best_us
+            if idle >= EXTENDED_MIN_IDLE:
+                return None
+            return (
+                f"the best schedule so far ({best_label}, {best_us:.1f} us) leaves compute "
+                f"idle {100 * idle:.1f} % of it (< {100 * EXTENDED_MIN_IDLE:g} %)"
+            )
+
         built = 0
-        for label, trial in candidates.lazy_candidates(op, stages, _refused):
+        for label, trial in candidates.lazy_candidates(op, stages, _refused, skip):
             if trial is None:
                 continue
             built += 1
             beat_us = min(best_us, input_us)
-            makespan_us = self._candidate(trial, label, share, beat_us, priced, memos)
+            makespan_us, floor_us = self._candidate(trial, label, share, beat_us, priced, memos)
             if makespan_us < best_us:
-                best_label, best_us, best = label, makespan_us, trial
+                best_label, best_us, best, best_floor_us = label, makespan_us, trial, floor_us
             trial = None  # one that lost is garbage before the next is built
             gc.collect()  # its ops form cycles (parents), which only the collector frees
         # the unpartitioned schedule takes the share of every stage that built nothing
@@ -280,10 +300,10 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_us: float,
         priced: FusionPrices,
         memos: dict[int, TimeMemo],
-    ) -> float:
+    ) -> tuple[float, float]:
         """`trial`'s scheduled makespan (`_schedule` with `share` of the budget), or inf
         unscheduled when its compute alone is no less than `best_us`: what the best so far
-        takes, or what the unpartitioned schedule will take at most."""
+        takes, or what the unpartitioned schedule will take at most; with that compute."""
         sim = self._simulation(trial, memos)
         bound_us = _compute_floor_us(sim)
         if bound_us >= best_us:
@@ -294,8 +314,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                 f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us: "
                 "a schedule, or the unpartitioned input's makespan)"
             )
-            return math.inf
-        return self._schedule(trial, share, label, sim, priced, memos)
+            return math.inf, bound_us
+        return self._schedule(trial, share, label, sim, priced, memos), bound_us
 
     def _schedule(
         self,

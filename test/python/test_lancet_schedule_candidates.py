@@ -242,3 +242,32 @@ def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
     assert scheduled
     assert shares[:-1] == [(label, 0.01) for label in scheduled]
     assert shares[-1] == ("none", 0.08 - len(built) * 0.01)
+
+
+def test_the_extended_token_candidate_is_built_only_where_compute_idles(caplog) -> None:
+    """`token-8-all` is the largest candidate, so it is built only when the best schedule so
+    far leaves compute idle for >= 3 % of its makespan (`EXTENDED_MIN_IDLE`). A batch-64
+    p4de model is compute-bound: the best so far, 4 token parts, exposes 122.0 of 39261.8 us
+    and its compute idles 0.3 %, so token-8-all is left out unbuilt, and it would have lost
+    (scheduled alone it is slower). On the network-bound p3dn model it is built (and wins:
+    test_auto_keeps_the_fastest_scheduled_candidate)."""
+    base = model("p4de", layers=2, hidden=384, heads=8, seq=256, batch=64, world_size=16,
+                 vocab=256)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        auto = run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}")
+    assert (
+        "partition candidate token-8-all left out: the best schedule so far (token-4, "
+        "39261.8 us) leaves compute idle 0.3 % of it (< 3 %)" in caplog.text
+    )
+    assert "kept partition candidate token-4 (39261.8 us)" in caplog.text
+    alone = run_pipeline(
+        base.clone(),
+        "moe-partition{axis=token parts=8 extend=all},"
+        "lancet-schedule{partition=none max-seconds=0}",
+    )
+    assert makespan(alone) > makespan(auto)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0}")
+    assert "token-8-all left out" not in caplog.text
+    assert "[token-8-all] lancet-schedule" in caplog.text
