@@ -183,9 +183,11 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
        `lancet.time_us`, such as an imported NCCL kernel), then a short local search.
     The partition stage (`partition=`) runs on the module before these. With `auto` (the
     default) it makes candidates: the module unpartitioned, Lancet's DP plan
-    (`moe-partition`), whole MoE layers with the attention and FFN around them in 2, 4
-    and 8 token parts (`moe-partition{axis=token parts=n}`) and the expert FFN alone in 2,
-    4 and 8 parts (as `tutel-pipeline`);
+    (`moe-partition`), whole MoE layers with the attention and FFN around them in 4 and 8
+    token parts (`moe-partition{axis=token parts=n}`), in 8 parts through the backward too
+    (`extend=all`; built only when the best schedule so far leaves compute idle for at least
+    `EXTENDED_MIN_IDLE` of its makespan) and the expert FFN alone in 2, 4 and 8 parts (as
+    `tutel-pipeline`);
     stages 1-4 run on each (the search budget split evenly among them) and the candidate
     whose scheduled module simulates fastest (summed over the top-level blocks, as
     `simulate` totals them) is kept, the earlier on a
@@ -226,7 +228,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     heuristic: str = "dw"
     """Initial schedule: `fifo` (FIFO list schedule alone) or `dw` (followed by dW placement)."""
     partition: str = "auto"
-    """Partition stage: `auto` (the fastest of none, the DP plan and 2/4/8 expert parts),
+    """Partition stage: `auto` (the fastest of none, the DP plan, 4/8 token parts, 8 token
+    parts through the backward and 2/4/8 expert parts: `partition_stages`),
     `dp` or `range` (`moe-partition{algo=...}` first), or `none`."""
     fusion: bool = True
     """Fuse non-critical all-reduces at the end."""
