@@ -13,6 +13,7 @@ from helpers import (
     kernel_name,
     parse,
     part_of,
+    run_pipeline,
     run_tool,
     to_text,
 )
@@ -259,3 +260,29 @@ def test_output_does_not_depend_on_the_hash_seed(tmp_path) -> None:
         outs.append(res.stdout)
     assert outs[0] == outs[1]
     assert "comp.moe_gate_window" in outs[0]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_token_parts_through_the_backward_keep_their_values_when_scheduled(n: int) -> None:
+    """`extend=all` (the `token-8-all` candidate of lancet-schedule): the backward of the
+    layers around the MoE layer runs in parts too; its border splits along the token axis are
+    views (costed 0, executed as slices of their input: `destination.view_split`). The
+    scheduled module computes the same values on 2 ranks."""
+    from lancet_mlir.dialects.comp import SplitOp
+    from lancet_mlir.dialects.destination import view_split
+
+    module = build_gpt2_moe(CFG)
+    MoePartitionPass(axis="token", parts=n, extend="all").apply(Context(), module)
+    splits = [op for op in body_ops(module) if isinstance(op, SplitOp)]
+    # the border splits of the token rows ([16, 11] logits gradient rows, [4, 4] sequences)
+    # are views; the q/k/v splits of each part (axis 1 of [rows, 24]) and one of [16, 8]
+    # along axis 1 are strided copies
+    rows = [op for op in splits if op.axis is None or op.axis.value.data == 0]
+    assert sorted(op.operands[0].type.get_shape() for op in rows) == [(4, 4), (16, 11)]
+    assert all(view_split(op) for op in rows)
+    assert not any(view_split(op) for op in splits if op not in rows)
+    assert len(splits) - len(rows) == 1 + 2 * n
+    forward_only = token_parts(n)
+    assert len(list(body_ops(module))) > len(list(body_ops(forward_only)))
+    run_pipeline(module, "lancet-schedule{partition=none max-seconds=0.2}")
+    assert compare_modules(build_gpt2_moe(CFG), module, ranks=2).ok
