@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
+import pytest
 from helpers import run_pipeline, to_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -257,7 +258,7 @@ def test_the_extended_token_candidate_is_built_only_where_compute_idles(caplog) 
         auto = run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}")
     assert (
         "partition candidate token-8-all left out: the best schedule so far (token-4, "
-        "39261.8 us) leaves compute idle 0.3 % of it (< 3 %)" in caplog.text
+        "39261.8 us) leaves compute idle 0.3 % of it (< 3 %: extend-min-idle)" in caplog.text
     )
     assert "kept partition candidate token-4 (39261.8 us)" in caplog.text
     alone = run_pipeline(
@@ -271,3 +272,25 @@ def test_the_extended_token_candidate_is_built_only_where_compute_idles(caplog) 
         run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0}")
     assert "token-8-all left out" not in caplog.text
     assert "[token-8-all] lancet-schedule" in caplog.text
+    # extend-min-idle=0 builds it on the p4de model too (then its compute alone, above the
+    # best schedule, gets it skipped unscheduled); the result is the same
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        always = run_pipeline(base.clone(), "lancet-schedule{max-seconds=0 extend-min-idle=0}")
+    assert "token-8-all left out" not in caplog.text
+    assert "partition candidate token-8-all skipped: its compute" in caplog.text
+    assert to_text(always) == to_text(auto)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-0.1", "extend-min-idle must be finite and >= 0.0, got -0.1"),
+        ('"x"', "option extend-min-idle expects a number, got 'x'"),
+        ("inf", "option extend-min-idle expects a number, got 'inf'"),
+    ],
+)
+def test_a_bad_extend_min_idle_is_one_error_line(value: str, message: str) -> None:
+    with pytest.raises(PassFailedException) as failed:
+        run_pipeline(p3dn_model(), f"lancet-schedule{{extend-min-idle={value}}}")
+    assert str(failed.value) == f"lancet-schedule: {message}"
