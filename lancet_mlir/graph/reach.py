@@ -89,16 +89,7 @@ def ancestor_bits_among(
 ) -> list[int]:
     """Bit k of result[i] is set iff members[k] reaches i (`order`: a topological order;
     `members`: distinct nodes). Each set has len(members) bits, not one per node."""
-    own = [0] * len(preds)
-    for k, m in enumerate(members):
-        own[m] = 1 << k
-    out = [0] * len(preds)
-    for v in order:
-        bits = 0
-        for p in preds[v]:
-            bits |= out[p] | own[p]
-        out[v] = bits
-    return out
+    return _bits_among(preds, order, members)
 
 
 def descendant_bits_among(
@@ -106,14 +97,23 @@ def descendant_bits_among(
 ) -> list[int]:
     """Bit k of result[i] is set iff i reaches members[k] (`order`: a topological order;
     `members`: distinct nodes). Each set has len(members) bits, not one per node."""
-    own = [0] * len(succs)
+    return _bits_among(succs, order[::-1], members)
+
+
+def _bits_among(
+    edges: Sequence[Sequence[int]], order: Sequence[int], members: Sequence[int]
+) -> list[int]:
+    """Bit k of result[i] is set iff a path of `edges` leads from i to members[k] (v's
+    edges lead to `edges[v]`; `order` visits those before v): with `preds`, members[k]
+    reaches i; with `succs` (reversed order), i reaches members[k]."""
+    own = [0] * len(edges)
     for k, m in enumerate(members):
         own[m] = 1 << k
-    out = [0] * len(succs)
-    for v in reversed(order):
+    out = [0] * len(edges)
+    for v in order:
         bits = 0
-        for s in succs[v]:
-            bits |= out[s] | own[s]
+        for u in edges[v]:
+            bits |= out[u] | own[u]
         out[v] = bits
     return out
 
