@@ -64,8 +64,9 @@ TOKEN_PARTS_EXTENDED = (8,)
 around each MoE layer (`token-n-all`, `moe-partition{axis=token parts=n extend=all}`): the
 dX chain after a backward all-to-all runs per part, overlapping the later parts' exchanges.
 On the p3dn 32-rank configs this is the fastest candidate (12 layers: 740.2 against 743.8 ms
-for token-8, 24 layers: 989.9 against 1004.6, at one candidate's budget); with 4 parts it was
-never the fastest of the eight headline configs, so it is not built."""
+for token-8, 24 layers: 989.9 against 1004.6, at one candidate's budget, both with splits into
+row blocks costed as views); with 4 parts it was never the fastest of the eight headline
+configs, so it is not built."""
 
 EXTENDED_MIN_IDLE = 0.03
 """A `token-n-all` candidate is built only when the best schedule so far leaves its compute
@@ -145,7 +146,8 @@ def partition_candidates(
 ) -> list[tuple[str, ModuleOp]]:
     """The partitioned candidates of `partition=auto`, each a partitioned clone of `module`
     with its label, in the order of `partition_stages` (`partition/candidates.py` builds
-    them; the pass itself builds them one at a time, `lazy_candidates`).
+    them; the pass itself builds them one at a time, `lazy_candidates`, and may leave
+    `token-8-all` out, `extend-min-idle`: this builds every stage).
 
     A candidate that partitions nothing (no MoE layer, the DP's never-worse check kept the
     input) or cannot be built (n does not divide an expert block's capacity) is left out:
@@ -269,18 +271,25 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_label, best_us, best, best_floor_us = "none", math.inf, None, 0.0
         # the unpartitioned schedule will be no slower than the input: a candidate whose
         # compute alone is slower cannot win (`_input_bound_us`), so it is not scheduled
-        input_us = _input_bound_us(self._simulation(op, memos))
+        input_sim = self._simulation(op, memos)
+        input_us, input_floor_us = _input_bound_us(input_sim), _compute_floor_us(input_sim)
+        del input_sim  # not kept alive while the candidates are built
 
         def skip(label: str) -> str | None:
-            if not label.endswith("-all") or best is None:
+            # no candidate kept yet: the unpartitioned input is the schedule to beat
+            what, span, floor = (
+                (f"the best schedule so far ({best_label}, ", best_us, best_floor_us)
+                if best is not None
+                else ("the unpartitioned input (", input_us, input_floor_us)
+            )
+            if not label.endswith("-all") or span <= 0 or not math.isfinite(span):
                 return None
-            idle = (best_us - best_floor_us) / best_us
+            idle = (span - floor) / span
             if idle >= self.extend_min_idle:
                 return None
             return (
-                f"the best schedule so far ({best_label}, {best_us:.1f} us) leaves compute "
-                f"idle {100 * idle:.1f} % of it (< {100 * self.extend_min_idle:g} %: "
-                "extend-min-idle)"
+                f"{what}{span:.1f} us) leaves compute idle {100 * idle:.1f} % of it "
+                f"(< {100 * self.extend_min_idle:g} %: extend-min-idle)"
             )
 
         built = 0

@@ -294,3 +294,23 @@ def test_a_bad_extend_min_idle_is_one_error_line(value: str, message: str) -> No
     with pytest.raises(PassFailedException) as failed:
         run_pipeline(p3dn_model(), f"lancet-schedule{{extend-min-idle={value}}}")
     assert str(failed.value) == f"lancet-schedule: {message}"
+
+
+def test_with_no_candidate_kept_the_gate_reads_the_unpartitioned_input(caplog) -> None:
+    """On a small p3dn model the DP plan builds nothing and the token candidates' compute
+    alone exceeds the input's makespan, so no candidate is kept when token-8-all's turn
+    comes: the gate then reads the input, 677.6 us of which compute takes 477.3 (29.6 %
+    idle, `simulate`'s report). It builds (29.6 % >= 3 %; then skipped on its compute), and
+    with extend-min-idle=1 it is left out unbuilt, naming the input."""
+    base = model("p3dn", layers=2, hidden=32, heads=2, seq=16, batch=4, world_size=8, vocab=64)
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}")
+    assert "partition candidate token-8-all skipped: its compute (1026.1 us)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        run_pipeline(base.clone(), "lancet-schedule{max-seconds=0 extend-min-idle=1}")
+    assert (
+        "partition candidate token-8-all left out: the unpartitioned input (677.6 us) leaves "
+        "compute idle 29.6 % of it (< 100 %: extend-min-idle)" in caplog.text
+    )
+    assert "token-8-all skipped" not in caplog.text
