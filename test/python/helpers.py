@@ -120,6 +120,19 @@ builtin.module {
 """One row-merging reshape (12x4 -> 6x8) and one row-keeping reshape (12x4 -> 12x2x2) of a value."""
 
 
+def closure(edges: list[list[int]], start: int) -> set[int]:
+    """The nodes reached from `start` along `edges` by one edge or more (brute force: the
+    reference the reachability bitsets are checked against)."""
+    seen: set[int] = set()
+    stack = list(edges[start])
+    while stack:
+        v = stack.pop()
+        if v not in seen:
+            seen.add(v)
+            stack.extend(edges[v])
+    return seen
+
+
 def function_graph(module: ModuleOp) -> DataflowGraph:
     """The dataflow graph of the first function's body."""
     fn = next(op for op in module.walk() if isinstance(op, FuncOp))

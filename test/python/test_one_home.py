@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import closure
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.dialects.builtin import (
@@ -68,17 +69,6 @@ def dags(draw: st.DrawFn) -> tuple[list[list[int]], list[list[int]]]:
     return preds, succs
 
 
-def _closure(edges: list[list[int]], start: int) -> set[int]:
-    seen: set[int] = set()
-    stack = list(edges[start])
-    while stack:
-        v = stack.pop()
-        if v not in seen:
-            seen.add(v)
-            stack.extend(edges[v])
-    return seen
-
-
 @settings(max_examples=60, deadline=None)
 @given(dags())
 def test_bitset_reachability_matches_graph_search(
@@ -88,8 +78,8 @@ def test_bitset_reachability_matches_graph_search(
     order = topological_order(preds, succs)
     anc, desc = ancestor_bits(preds, order), descendant_bits(succs, order)
     for v in range(len(preds)):
-        assert set(bits_of(desc[v])) == _closure(succs, v)
-        assert set(bits_of(anc[v])) == _closure(preds, v)
+        assert set(bits_of(desc[v])) == closure(succs, v)
+        assert set(bits_of(anc[v])) == closure(preds, v)
     problem = Problem(preds, succs, [None] * len(preds), [1.0] * len(preds))
     reach = reachability(problem)  # the optimizers use the same utilities
     assert reach.descendants == desc

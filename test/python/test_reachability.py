@@ -5,6 +5,7 @@ their definitions, by brute force."""
 
 from __future__ import annotations
 
+from helpers import closure
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,18 +41,6 @@ def _lists(n: int, edges: list[tuple[int, int]]) -> tuple[list[list[int]], list[
     return [sorted(x) for x in preds], [sorted(x) for x in succs]
 
 
-def _closure(edges: list[list[int]], start: int) -> set[int]:
-    """The nodes reached from `start` along `edges` by one edge or more."""
-    seen: set[int] = set()
-    stack = list(edges[start])
-    while stack:
-        v = stack.pop()
-        if v not in seen:
-            seen.add(v)
-            stack.extend(edges[v])
-    return seen
-
-
 def test_reachability_hand_computed() -> None:
     """3 -> 1 -> 2 and 3 -> 0 -> 2 (numbered against the edges), 4 alone."""
     preds, succs = _lists(5, [(3, 1), (3, 0), (1, 2), (0, 2)])
@@ -81,10 +70,10 @@ def test_reachability_matches_graph_search(
     preds, succs = _lists(n, edges)
     order = topological_order(preds, succs)
     reach = Reachability(preds, succs, order)
-    down = [_closure(succs, v) for v in range(n)]
+    down = [closure(succs, v) for v in range(n)]
     for u in range(n):
         assert set(bits_of(reach.descendants[u])) == down[u]
-        assert set(bits_of(reach.ancestors(u))) == _closure(preds, u)
+        assert set(bits_of(reach.ancestors(u))) == closure(preds, u)
         for v in range(n):
             assert reach.reaches(u, v) == (v in down[u])
     members = data.draw(st.lists(st.integers(0, n - 1), unique=True) if n else st.just([]))
@@ -120,7 +109,7 @@ def test_dw_labels_match_their_definition(case: tuple[Problem, list[int]]) -> No
     in the order a scan of the windows meets them; `dw_preds`: the candidates reaching it."""
     p, launch = case
     labels = label_dw(p, launch)
-    down = [_closure(p.succs, v) for v in range(len(p))]
+    down = [closure(p.succs, v) for v in range(len(p))]
     windows = [v for v in launch if p.is_a2a(v)]
     assert labels.windows == windows
     eligible = [
@@ -152,7 +141,7 @@ def test_gap_filling_never_puts_a_filler_before_what_it_needs(
     compute = [v for v in launch if p.is_compute(v)]
     fillers = [v for v in launch if p.is_allreduce(v)]
     fixed = [v for v in launch if p.is_a2a(v)]
-    down = [_closure(p.succs, v) for v in range(len(p))]
+    down = [closure(p.succs, v) for v in range(len(p))]
     # fillers that feed the compute chain are outside what the function accepts
     if any(c in down[f] for f in fillers for c in compute + fixed):
         return

@@ -70,6 +70,17 @@ def _waw_et(tmp_path: Path) -> Path:
     return path
 
 
+WAR_CHAIN = [
+    ("gemm_fwd", []),
+    ("sgd_update", ["gemm_fwd"]),
+    ("payload", ["sgd_update"]),
+    (NCCL_AR, ["payload"]),
+    ("add", ["gemm_fwd", NCCL_AR]),
+]
+"""The producers of war.json's ops in the data-only module: the update after the gemm that
+read the old W (write after read), the all-reduce after the update, the add after both."""
+
+
 def test_in_place_write_waits_for_the_earlier_reader() -> None:
     steps = load_steps([str(DATA / "war.json")], et=[str(DATA / "war_et.json")])
     # read after write: all-reduce <- sgd_update (W), add <- gemm_fwd (Y) (add <- all-reduce
@@ -77,13 +88,7 @@ def test_in_place_write_waits_for_the_earlier_reader() -> None:
     # <- gemm_fwd (it read the old W). Each kept: the later op starts when the earlier ends
     # (46 >= 46, 86 >= 86, 126 >= 46). Read after write only, it was 2 edges
     assert steps[0].data_deps == 3
-    assert _named_preds(build_module(steps, data_only=True)) == [
-        ("gemm_fwd", []),
-        ("sgd_update", ["gemm_fwd"]),
-        ("payload", ["sgd_update"]),
-        (NCCL_AR, ["payload"]),
-        ("add", ["gemm_fwd", NCCL_AR]),
-    ]
+    assert _named_preds(build_module(steps, data_only=True)) == WAR_CHAIN
 
 
 @pytest.mark.parametrize("et", ["war", "waw"])
@@ -114,13 +119,7 @@ def test_readers_since_the_last_write_only(tmp_path: Path) -> None:
     path = tmp_path / "et.json"
     path.write_text(json.dumps(doc))
     steps = load_steps([str(DATA / "war.json")], et=[str(path)])
-    assert _named_preds(build_module(steps, data_only=True)) == [
-        ("gemm_fwd", []),
-        ("sgd_update", ["gemm_fwd"]),
-        ("payload", ["sgd_update"]),
-        (NCCL_AR, ["payload"]),
-        ("add", ["gemm_fwd", NCCL_AR]),
-    ]
+    assert _named_preds(build_module(steps, data_only=True)) == WAR_CHAIN
     assert steps[0].data_deps == 3  # WAR, WAW, RAW gemm_fwd -> add
 
 
