@@ -25,12 +25,16 @@ Launch floor: a GPU kernel never takes less than a few µs (launch, scheduling, 
 estimate above 0 is raised to the device's `min_kernel_us` (2 µs, see devices.py). Not floored:
 * an estimate of exactly 0 (0 FLOPs and 0 bytes: e.g. ops the StableHLO importer marks free,
   constants, bitcasts, reshapes -- nothing runs);
-* view ops (`VIEW_CLASSES`, `VIEW_OPS`): `comp.reshape` and `comp.split` keep their copy's
-  memory-term estimate here (a conservative upper bound; a split into contiguous row blocks
-  never gets here: the cost model's `in-place` source costs it 0, `destination.view_split`),
-  but on a GPU a reshape of a contiguous
-  tensor is a view (PyTorch `view`, XLA bitcast) and a split returns views (PyTorch
-  `split`/`chunk`) or slices XLA fuses into their consumers: no kernel, no launch cost.
+* view ops (`VIEW_CLASSES`, `VIEW_OPS`). A `comp.reshape` is estimated 0: where a layout
+  change needs a copy the graph holds that copy as its own op (a `comp.transpose`, a
+  column split, a PyTorch import's `aten.clone` before its `view`), so what a reshape reads
+  is contiguous, and on a GPU a reshape of a contiguous tensor is a view (PyTorch `view`,
+  XLA bitcast): no kernel, nothing moves. A `comp.split` into contiguous row
+  blocks never gets here (the cost model's `in-place` source costs it 0,
+  `destination.view_split`); any other split, and the other dialects' reshapes (`VIEW_OPS`:
+  outside `comp` a layout may need a copy), keep their copy's memory-term estimate, a
+  conservative upper bound, without the launch floor (a split returns views or slices XLA
+  fuses into their consumers).
   `comp.transpose`, `comp.concat` and `comp.fill`/`comp.zeros` do launch a copy / fill kernel
   on a GPU (PyTorch `.contiguous()`, `torch.cat`, a fill or memset), so they are floored.
 Measured (profiled) and explicit (`lancet.time_us`) times are never floored: the cost model
@@ -287,6 +291,8 @@ def op_roofline_us(op: Operation, device: Device, fill: float = 1.0) -> float | 
     """Estimated time of a compute op on `device` (launch floor included), None when its
     FLOPs/bytes are unknown. `fill` (its `lancet.fill`) scales the estimate before the
     launch floor."""
+    if isinstance(op, ReshapeOp):  # a view of a dense tensor: no kernel (module doc)
+        return 0.0
     counted = op_flops_bytes(op)
     if counted is None:
         return None

@@ -152,8 +152,8 @@ def test_search_never_leaves_the_pipeline_slower_than_no_search() -> None:
     (790.4 us unfused) fused to 550.4 us and polished to 510.0 us, while fusing the dW placement
     (806.6 us) gave 485.4 us with no search at all. Fusion now starts from both, so the search
     can only help. With the 5 µs matmul floor of tableless devices and its serial K-loop term
-    (0.025 µs per contracted element, cost/devices.py; its matmuls are tiny) the model takes
-    727.9 us without search and 721.6 us with it."""
+    (0.025 µs per contracted element, cost/devices.py; its matmuls are tiny) and reshapes
+    costed as views the model takes 725.4 us without search and 719.1 us with it."""
 
     from test_lancet_schedule_candidates import makespan as cluster_makespan
 
@@ -166,9 +166,9 @@ def test_search_never_leaves_the_pipeline_slower_than_no_search() -> None:
     searched = cluster_makespan(
         run_pipeline(base.clone(), "lancet-schedule{partition=none max-seconds=1}")
     )
-    assert round(no_search, 1) == 727.9
+    assert round(no_search, 1) == 725.4
     assert searched <= no_search
-    assert round(searched, 1) == 721.6
+    assert round(searched, 1) == 719.1
 
 
 @settings(max_examples=25, deadline=None)
