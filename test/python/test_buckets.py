@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from helpers import parse
+from helpers import closure, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,17 +135,7 @@ def descendants(preds: list[list[int]]) -> list[set[int]]:
     for node, ps in enumerate(preds):
         for p in ps:
             succs[p].append(node)
-    result = []
-    for start in range(len(preds)):
-        seen: set[int] = set()
-        stack = list(succs[start])
-        while stack:
-            node = stack.pop()
-            if node not in seen:
-                seen.add(node)
-                stack.extend(succs[node])
-        result.append(seen)
-    return result
+    return [closure(succs, start) for start in range(len(preds))]
 
 
 def reference_buckets(block: RandomBlock, visit: list[int], bucket_bytes: int) -> list[Bucket]:
