@@ -273,6 +273,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         # compute alone is slower cannot win (`_input_bound_us`), so it is not scheduled
         input_sim = self._simulation(op, memos)
         input_us, input_floor_us = _input_bound_us(input_sim), _compute_floor_us(input_sim)
+        input_order_floor_us = _order_floor_us(input_sim)
         del input_sim  # not kept alive while the candidates are built
 
         def skip(label: str) -> str | None:
@@ -303,6 +304,15 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                 best_label, best_us, best, best_floor_us = label, makespan_us, trial, floor_us
             trial = None  # one that lost is garbage before the next is built
             gc.collect()  # its ops form cycles (parents), which only the collector frees
+        if best is not None and input_order_floor_us > best_us:
+            # no order of the unpartitioned module is as fast (a tie would keep it)
+            LOG.info(
+                f"lancet-schedule: partition candidate none skipped: its makespan floor "
+                f"({input_order_floor_us:.1f} us) is more than the best so far ({best_us:.1f} us)"
+            )
+            LOG.info(f"lancet-schedule: kept partition candidate {best_label} ({best_us:.1f} us)")
+            _take_body(op, best)
+            return
         # the unpartitioned schedule takes the share of every stage that built nothing
         none_share = share if built == len(stages) else float(self.max_seconds) - built * share
         none_us = self._schedule(
@@ -328,17 +338,19 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         unscheduled when its compute alone is no less than `best_us`: what the best so far
         takes, or what the unpartitioned schedule will take at most; with that compute."""
         sim = self._simulation(trial, memos)
-        bound_us = _compute_floor_us(sim)
-        if bound_us >= best_us:
-            # its compute alone takes as long as the best schedule so far: no order of it
-            # can be strictly faster, so it is not scheduled (a tie keeps the earlier)
+        compute_us = _compute_floor_us(sim)
+        floor_us = max(compute_us, _order_floor_us(sim))
+        if floor_us >= best_us:
+            # no order of it can be strictly faster than the best schedule so far, so it is
+            # not scheduled (a tie keeps the earlier)
+            what = "compute" if floor_us == compute_us else "makespan floor"
             LOG.info(
-                f"lancet-schedule: partition candidate {label} skipped: its compute "
-                f"({bound_us:.1f} us) is no less than the best so far ({best_us:.1f} us: "
+                f"lancet-schedule: partition candidate {label} skipped: its {what} "
+                f"({floor_us:.1f} us) is no less than the best so far ({best_us:.1f} us: "
                 "a schedule, or the unpartitioned input's makespan)"
             )
-            return math.inf, bound_us
-        return self._schedule(trial, share, label, sim, priced, memos), bound_us
+            return math.inf, compute_us
+        return self._schedule(trial, share, label, sim, priced, memos), compute_us
 
     def _schedule(
         self,
@@ -468,6 +480,15 @@ def _compute_floor_us(sim: ModuleSimulation) -> float:
     never faster under an overlap slowdown; an op with regions takes at least its bodies'
     compute, however they are scheduled)."""
     return sum(sim.compute_floor_us(item.block) for item in sim.items if item.top_level)
+
+
+def _order_floor_us(sim: ModuleSimulation) -> float:
+    """The summed makespan floors of the top-level blocks (`ModuleSimulation.order_floor_us`:
+    the compute floor, the critical path and the head and tail bounds of the compute stream):
+    a lower bound of what `_schedule` returns, for the reasons `_compute_floor_us` gives and
+    because every order of a block respects its dependencies (fusion only adds some, and an
+    all-reduce counts 0 there)."""
+    return sum(sim.order_floor_us(item.block) for item in sim.items if item.top_level)
 
 
 def _never_worse(

@@ -15,16 +15,20 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation
 
 from lancet_mlir import attrs
+from lancet_mlir.dialects.vocab import CollectiveKind
 from lancet_mlir.graph.core import node_flags
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import schedulable_blocks
 from lancet_mlir.sim.engine import evaluate_fixed_order
+from lancet_mlir.sim.makespan_floor import release_floor_us
 from lancet_mlir.sim.metrics import NestedWork, TimelineSummary, summarize, with_nested_work
 from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.regions import CALL_OPS, BodyPlan, body_plan, callee_name
 
 _F64 = Float64Type()
+_COMPUTE, _OTHER = 0, -1
+"""Stream classes of `ModuleSimulation._least_durations` (a copy queue is > 0)."""
 
 
 class GraphCostModel(Protocol):
@@ -350,6 +354,22 @@ class ModuleSimulation:
         the ops but simulates nothing."""
         return self._floor(block, set())
 
+    def order_floor_us(self, block: Block) -> float:
+        """A lower bound of `block`'s makespan under any order of it and of its bodies, at
+        least `compute_floor_us`: also the critical path and the head and tail bounds of its
+        compute stream (`sim.makespan_floor`), with each op at its least duration (an op
+        costed by its bodies: their compute floors; an all-reduce 0, since fusing it with
+        another may shorten it). Costs the ops but simulates nothing."""
+        graph, durations, streams = self._least_durations(block, set())
+        kinds = graph.comm_kind
+        durations = [
+            0.0 if k == CollectiveKind.ALLREDUCE else d
+            for d, k in zip(durations, kinds, strict=True)
+        ]
+        on_compute = [s == _COMPUTE for s in streams]
+        floor = release_floor_us(graph.preds, graph.succs, durations, on_compute)
+        return max(floor, self.compute_floor_us(block))
+
     def _floor(self, block: Block, running: set[Block]) -> float:
         # memoised per block: without it a function reached along many call paths (a chain
         # of functions each calling the next twice) was walked once per path, 2^depth times.
@@ -357,10 +377,30 @@ class ModuleSimulation:
         known = self._floors.get(block)
         if known is not None:
             return known
-        graph, plans, model = self._modelled(block)
-        running.add(block)
+        _, durations, streams = self._least_durations(block, running)
         total = 0.0
         copied: dict[int, float] = {}  # per copy queue
+        for d, s in zip(durations, streams, strict=True):
+            if s == _COMPUTE:
+                total += d
+            elif s > 0:
+                copied[s] = copied.get(s, 0.0) + d
+        total = max(total, max(copied.values(), default=0.0))
+        self._floors[block] = total
+        return total
+
+    def _least_durations(
+        self, block: Block, running: set[Block]
+    ) -> tuple[DataflowGraph, list[float], list[int]]:
+        """`block`'s graph, each node's least duration under any order of its bodies (an op
+        costed by them: their compute floors times their runs, the largest branch of
+        alternatives; 0 for a recursive call, a host sync and a virtual node; else the cost
+        model's time) and its stream: `_COMPUTE`, a copy queue (> 0) when copies have their
+        own engines, or `_OTHER` (communication, or no stream)."""
+        graph, plans, model = self._modelled(block)
+        running.add(block)
+        durations = [0.0] * len(graph.ops)
+        streams = [_OTHER] * len(graph.ops)
         own_copy_stream = self.options.copy_stream
         for i, is_comm in enumerate(graph.is_comm):
             plan = plans.get(i)
@@ -368,19 +408,17 @@ class ModuleSimulation:
                 queue = graph.copy_queue[i]
                 if graph.is_host_sync[i] or graph.is_virtual[i]:
                     continue  # no stream, no cost
-                if own_copy_stream and queue:
-                    copied[queue] = copied.get(queue, 0.0) + model[i]
-                else:
-                    total += 0.0 if is_comm else model[i]
+                durations[i] = model[i]
+                if not is_comm:
+                    streams[i] = queue if own_copy_stream and queue else _COMPUTE
                 continue
+            streams[i] = _COMPUTE
             if any(b in running or b not in self._by_block for b, _ in plan.parts):
                 continue  # a recursive call: no bound from it (0 is a bound)
             parts = [self._floor(b, running) * runs for b, runs in plan.parts]
-            total += (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
+            durations[i] = (max(parts) if parts else 0.0) if plan.alternatives else sum(parts)
         running.discard(block)
-        total = max(total, max(copied.values(), default=0.0))
-        self._floors[block] = total
-        return total
+        return graph, durations, streams
 
 
 def _cost_block(

@@ -217,7 +217,8 @@ def test_candidates_are_built_one_at_a_time() -> None:
 def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
     """max-seconds=F: each partition stage that builds a candidate gets F / 8, scheduled in
     the stage order; the unpartitioned module, scheduled last, gets F / 8 when all seven
-    build and the rest of F otherwise (a top-2 gate takes no token parts)."""
+    build and the rest of F otherwise (a top-2 gate takes no token parts), and is not
+    scheduled at all when its makespan floor is above the best candidate's schedule."""
     from lancet_mlir.passes.lancet_schedule import LancetSchedulePass
 
     shares: list[tuple[str, float]] = []
@@ -228,10 +229,18 @@ def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
         return schedule(self, op, max_seconds, label, *args, **kwargs)
 
     monkeypatch.setattr(LancetSchedulePass, "_schedule", recorded)
-    run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0.08}")
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0.08}")
     labels = ["dp", "token-4", "token-8", "token-8-all", "expert-2", "expert-4", "expert-8"]
-    assert shares == [(label, 0.01) for label in [*labels, "none"]]
+    # the unpartitioned module is not scheduled: no order of it is as fast as the best
+    # candidate's schedule
+    assert shares == [(label, 0.01) for label in labels]
+    assert (
+        "partition candidate none skipped: its makespan floor (20991.7 us) is more than the "
+        "best so far (17844.3 us)" in caplog.text
+    )
     shares.clear()
+    caplog.clear()
     top2 = model("p3dn", layers=2, hidden=64, heads=2, seq=32, batch=4, world_size=4, vocab=64,
                  gate="top2")  # fmt: skip
     with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
