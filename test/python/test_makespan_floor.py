@@ -6,13 +6,16 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers import parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_exposed_floor import random_topological_order, small_graphs
 
+from lancet_mlir.cost.cost_model import CostConfig, CostModel
 from lancet_mlir.graph.core import Problem, node_flags
 from lancet_mlir.optimize.exact import exact_schedule
 from lancet_mlir.sim import evaluate_fixed_order
+from lancet_mlir.sim.blocks import ModuleSimulation
 from lancet_mlir.sim.makespan_floor import heads_and_tails, release_floor_us
 
 
@@ -82,3 +85,42 @@ def test_no_order_beats_the_floor(p: Problem, seed: int) -> None:
                     {"launch_overhead_us": 0.5}):  # fmt: skip
         for _ in range(5):
             assert makespan(p, random_topological_order(p, rng), **options) >= floor - 1e-9
+
+
+T = "tensor<64xf32>"
+
+
+def _op(name: str, us: float, arg: str = "%x") -> str:
+    return f'%{name} = "test.op"({arg}) {{lancet.time_us = {us} : f64}} : ({T}) -> {T}'
+
+
+FLOORED = f"""
+func.func @f(%x: {T}) -> {T} {{
+  %lb = arith.constant 0 : index
+  %ub = arith.constant 2 : index
+  %st = arith.constant 1 : index
+  {_op("g", 1.0)}
+  %a = comm.all_to_all %g split 0 {{lancet.time_us = 30.0 : f64}} : ({T}) -> {T}
+  {_op("u", 2.0, "%a")}
+  {_op("v", 3.0, "%a")}
+  %r = comm.allreduce %u {{lancet.time_us = 50.0 : f64}} : ({T}) -> {T}
+  {_op("w", 1.0, "%r")}
+  scf.for %k = %lb to %ub step %st {{
+    {_op("i", 4.0)}
+  }}
+  func.return %w : {T}
+}}
+"""
+
+
+def test_a_module_block_floor_counts_bodies_and_no_all_reduce() -> None:
+    """`ModuleSimulation.order_floor_us`: the loop counts its bodies' compute (2 trips of 4 µs)
+    and the all-reduce 0 (fusion may merge it with another), so the floor is the head bound of
+    u, v and w, which wait for the all-to-all: 1 + 30 + (2 + 3 + 1) = 37 µs (the compute alone:
+    15; counting the all-reduce, the critical path would say 84; the input order, loop last,
+    takes 92)."""
+    sim = ModuleSimulation(parse(FLOORED), CostModel.from_config(CostConfig()))
+    block = sim.items[0].block
+    assert sim.compute_floor_us(block) == 15.0
+    assert sim.order_floor_us(block) == 37.0
+    assert sim.result(block).summary.makespan_us == 92.0
