@@ -57,6 +57,19 @@ def lazy_candidates(
         trial = None  # dropped before the next clone is built, unless the caller keeps it
 
 
+def build_candidate(
+    module: ModuleOp,
+    label: str,
+    stage: Stage,
+    refused: Callable[[str, str], None] = lambda label, reason: None,
+    before: int | None = None,
+) -> ModuleOp | None:
+    """One stage's candidate as `lazy_candidates` builds it: `stage`'s clone of `module`, or
+    None when the stage fails (reported to `refused`) or partitions nothing (`before`:
+    `count_parts(module)`, when the caller has it)."""
+    return _built(module, label, stage, count_parts(module) if before is None else before, refused)
+
+
 def _built(
     module: ModuleOp,
     label: str,

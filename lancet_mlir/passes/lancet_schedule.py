@@ -25,6 +25,13 @@ from lancet_mlir.optimize.dw import fifo_list_schedule
 from lancet_mlir.optimize.pipeline import HEURISTICS, PipelineResult, Stage, run_pipeline
 from lancet_mlir.partition import candidates
 from lancet_mlir.partition.candidates import Stage as PartitionStage
+from lancet_mlir.passes.candidate_run import (
+    Bar,
+    CandidateRun,
+    Decision,
+    refused,
+    run_forked,
+)
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.options import CheckedOptions, check_number
@@ -40,6 +47,7 @@ from lancet_mlir.sim import evaluate_fixed_order, exposed_comm_us
 from lancet_mlir.sim.blocks import ModuleSimulation
 from lancet_mlir.sim.options import SimOptions
 from lancet_mlir.sim.profiled_schedule import ScheduleDecision, profiled_fifo_schedule
+from lancet_mlir.support.forked import can_fork
 
 __all__ = [
     "LancetSchedulePass",
@@ -137,10 +145,6 @@ def partition_stages(ctx: Context, cost: CostOptions) -> list[tuple[str, Partiti
     return [(label, partial(stage.apply, ctx)) for label, stage in passes]
 
 
-def _refused(label: str, reason: str) -> None:
-    LOG.info(f"lancet-schedule: partition candidate {label} left out: {reason}")
-
-
 def partition_candidates(
     ctx: Context, module: ModuleOp, cost: CostOptions
 ) -> list[tuple[str, ModuleOp]]:
@@ -153,7 +157,15 @@ def partition_candidates(
     input) or cannot be built (n does not divide an expert block's capacity) is left out:
     it would only repeat the unpartitioned candidate.
     """
-    return candidates.partition_candidates(module, partition_stages(ctx, cost), _refused)
+    return candidates.partition_candidates(module, partition_stages(ctx, cost), refused)
+
+
+def _built_here(label: str) -> bool:
+    """The stages this process runs with `jobs=2` (the worker runs the others): the token
+    parts of the most parts, the largest candidates and the fastest on the p3dn testbeds, so
+    the kept candidate is usually built where it is kept and needs no rebuilding."""
+    most = max(TOKEN_PARTS + TOKEN_PARTS_EXTENDED)
+    return label in (f"token-{most}", f"token-{most}-all")
 
 
 def _take_body(module: ModuleOp, donor: ModuleOp) -> None:
@@ -217,6 +229,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
       extend-min-idle=F    partition=auto builds token-8-all only when the best schedule so
                            far leaves compute idle >= F of its makespan (default 0.03; 0:
                            always, as far as its compute allows; > 1: never)
+      jobs=N               processes for the candidates of partition=auto (default 1; 2 or
+                           more: one forked worker, the same result in less wall time)
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off;
                            with partition=auto shared evenly by the candidates)
@@ -248,6 +262,12 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
     """`partition=auto` builds `token-8-all` only when the best schedule so far leaves compute
     idle for at least this share of its makespan (>= 0; the default, `EXTENDED_MIN_IDLE`,
     spares the pass its largest candidate where it cannot win)."""
+    jobs: int = 1
+    """Processes that build and schedule the candidates of `partition=auto`: 1 (this one), or
+    2 and more: one forked worker takes the stages other than `token-8`/`token-8-all`
+    (`candidate_run.run_forked`; the same result, less wall time, more CPU and memory in
+    all; only one worker is forked for now). Where this process cannot fork (no `os.fork`,
+    or other Python threads are running) it runs them alone."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self._check_options()
@@ -268,42 +288,23 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         # it is the best so far: one or two clones alive, not one per stage. So the
         # unpartitioned module is scheduled in place last; it is kept on a tie (it is the
         # simplest), a candidate replaces an earlier one only when strictly faster.
-        best_label, best_us, best, best_floor_us = "none", math.inf, None, 0.0
         # the unpartitioned schedule will be no slower than the input: a candidate whose
         # compute alone is slower cannot win (`_input_bound_us`), so it is not scheduled
         input_sim = self._simulation(op, memos)
-        input_us, input_floor_us = _input_bound_us(input_sim), _compute_floor_us(input_sim)
+        bar = Bar(_input_bound_us(input_sim), _compute_floor_us(input_sim))
         input_order_floor_us = _order_floor_us(input_sim)
         del input_sim  # not kept alive while the candidates are built
-
-        def skip(label: str) -> str | None:
-            # no candidate kept yet: the unpartitioned input is the schedule to beat
-            what, span, floor = (
-                (f"the best schedule so far ({best_label}, ", best_us, best_floor_us)
-                if best is not None
-                else ("the unpartitioned input (", input_us, input_floor_us)
-            )
-            if not label.endswith("-all") or span <= 0 or not math.isfinite(span):
-                return None
-            idle = (span - floor) / span
-            if idle >= self.extend_min_idle:
-                return None
-            return (
-                f"{what}{span:.1f} us) leaves compute idle {100 * idle:.1f} % of it "
-                f"(< {100 * self.extend_min_idle:g} %: extend-min-idle)"
-            )
-
-        built = 0
-        for label, trial in candidates.lazy_candidates(op, stages, _refused, skip):
-            if trial is None:
-                continue
-            built += 1
-            beat_us = min(best_us, input_us)
-            makespan_us, floor_us = self._candidate(trial, label, share, beat_us, priced, memos)
-            if makespan_us < best_us:
-                best_label, best_us, best, best_floor_us = label, makespan_us, trial, floor_us
-            trial = None  # one that lost is garbage before the next is built
-            gc.collect()  # its ops form cycles (parents), which only the collector frees
+        run = CandidateRun(self, op, share, bar, priced, memos)
+        if self.jobs > 1 and can_fork():
+            kept = run_forked(run, stages, _built_here)
+        else:
+            if self.jobs > 1:
+                LOG.info(
+                    f"lancet-schedule: jobs={self.jobs}: the candidates run in this process "
+                    "(it cannot fork: no os.fork, or other threads run)"
+                )
+            kept = run.sequential(stages)
+        best_label, best_us, best, built = kept.label, kept.makespan_us, kept.module, kept.built
         if best is not None and input_order_floor_us > best_us:
             # no order of the unpartitioned module is as fast (a tie would keep it)
             LOG.info(
@@ -333,10 +334,12 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         best_us: float,
         priced: FusionPrices,
         memos: dict[int, TimeMemo],
+        record: list[Decision] | None = None,
     ) -> tuple[float, float]:
-        """`trial`'s scheduled makespan (`_schedule` with `share` of the budget), or inf
-        unscheduled when its compute alone is no less than `best_us`: what the best so far
-        takes, or what the unpartitioned schedule will take at most; with that compute."""
+        """`trial`'s scheduled makespan (`_schedule` with `share` of the budget; `record`
+        receives its blocks' schedules), or inf unscheduled when its floor is no less than
+        `best_us`: what the best so far takes, or what the unpartitioned schedule will take
+        at most; with its compute floor."""
         sim = self._simulation(trial, memos)
         compute_us = _compute_floor_us(sim)
         floor_us = max(compute_us, _order_floor_us(sim))
@@ -350,7 +353,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                 "a schedule, or the unpartitioned input's makespan)"
             )
             return math.inf, compute_us
-        return self._schedule(trial, share, label, sim, priced, memos), compute_us
+        return self._schedule(trial, share, label, sim, priced, memos, record), compute_us
 
     def _schedule(
         self,
@@ -360,6 +363,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         sim: ModuleSimulation | None = None,
         priced: FusionPrices | None = None,
         memos: dict[int, TimeMemo] | None = None,
+        record: list[Decision] | None = None,
     ) -> float:
         """Run the scheduling stages on every block of `op` of two ops or more, innermost
         first, each costed after the blocks nested in it were scheduled (an op with regions
@@ -367,7 +371,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         already made); the sum of the top-level blocks' final makespans under the pass's
         simulator options (what `simulate` and `--report` total); `priced`: fused all-reduce
         prices shared with the other candidates (`fusion_hooks`); `memos`: op times shared
-        with them (`_simulation`)."""
+        with them (`_simulation`); `record`: receives each scheduled block's `Decision`."""
         sim = sim or self._simulation(op, {} if memos is None else memos)
         options = sim.options
         cost_model = self.cost_model(op)
@@ -406,6 +410,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                     )
                 )
             apply_result(graph, result)
+            if record is not None:
+                record.append(Decision(len(graph), result.groups, result.old_index, result.order))
             sim.invalidate(item.block)
         return total_us
 
@@ -430,6 +436,10 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             )
         check_number(self.name, "max-seconds", self.max_seconds, 0.0)
         check_number(self.name, "extend-min-idle", self.extend_min_idle, 0.0)
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
+            raise PassFailedException(
+                f"{self.name}: jobs must be an integer >= 1, got {self.jobs!r}"
+            )
 
 
 GC_THRESHOLD = 10_000

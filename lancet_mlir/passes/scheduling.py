@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from xdsl.dialects.builtin import StringAttr
 
@@ -28,7 +29,7 @@ from lancet_mlir.graph.rewrite import (
     member_signature,
     relink,
 )
-from lancet_mlir.optimize.pipeline import FusionHooks, PipelineResult
+from lancet_mlir.optimize.pipeline import FusionHooks
 from lancet_mlir.sim import evaluate_fixed_order
 from lancet_mlir.sim.options import SimOptions
 
@@ -147,7 +148,22 @@ def fusion_hooks(
     return FusionHooks(fused_time, compatible)
 
 
-def apply_result(graph: DataflowGraph, result: PipelineResult) -> None:
+class BlockSchedule(Protocol):
+    """What `apply_result` reads of a schedule (`PipelineResult` has it): the groups of
+    collectives to fuse, the original node of each node of the fused problem, and the order
+    of those nodes."""
+
+    @property
+    def groups(self) -> list[list[int]]: ...
+
+    @property
+    def old_index(self) -> list[int]: ...
+
+    @property
+    def order(self) -> list[int]: ...
+
+
+def apply_result(graph: DataflowGraph, result: BlockSchedule) -> None:
     """Fuse the result's groups in the IR and relink the block in the result's order."""
     block = graph.block
     assert block is not None

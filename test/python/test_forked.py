@@ -1,0 +1,141 @@
+"""support/forked.py: a forked worker's messages, its failures, its death and its end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from lancet_mlir.support.forked import END, ForkedWorker, WorkerFailed, can_fork
+
+
+def _count_to(n: int):
+    def work(send) -> None:
+        for k in range(n):
+            send(("item", k, os.getpid()))
+
+    return work
+
+
+def test_messages_come_in_order_then_the_end() -> None:
+    with ForkedWorker(_count_to(500)) as worker:
+        got = [worker.receive() for _ in range(500)]
+        assert worker.receive() is END
+        assert worker.receive() is END  # every later call sees the end too
+    assert [k for _, k, _ in got] == list(range(500))
+    assert {pid for _, _, pid in got} != {os.getpid()}  # sent by another process
+
+
+def test_a_large_message_does_not_wait_for_the_reader() -> None:
+    """The reader thread drains the pipe, so a child sending more than a pipe holds (64 KiB)
+    finishes while the caller is busy elsewhere."""
+
+    def work(send) -> None:
+        send(list(range(200_000)))  # ~1 MB pickled
+        send("done")
+
+    with ForkedWorker(work) as worker:
+        time.sleep(0.5)  # the caller is busy: the child is not blocked meanwhile
+        assert worker.receive() == list(range(200_000))
+        assert worker.receive() == "done"
+        assert worker.receive() is END
+
+
+def test_a_failing_child_sends_its_exception_as_one_line() -> None:
+    def work(send) -> None:
+        send(1)
+        raise ValueError("bad shape\nsecond line")
+
+    with ForkedWorker(work) as worker:
+        assert worker.receive() == 1
+        failed = worker.receive()
+        assert worker.receive() is END
+    assert isinstance(failed, WorkerFailed)
+    assert failed.reason == "ValueError: bad shape\nsecond line"
+
+
+def test_a_child_that_dies_just_stops() -> None:
+    def work(send) -> None:
+        send("before")
+        os._exit(3)
+
+    with ForkedWorker(work) as worker:
+        assert worker.receive() == "before"
+        assert worker.receive() is END
+
+
+def test_close_kills_a_child_still_running() -> None:
+    def work(send) -> None:
+        send("started")
+        time.sleep(120)
+
+    worker = ForkedWorker(work)
+    assert worker.receive() == "started"
+    pid = worker.pid
+    assert pid is not None
+    began = time.monotonic()
+    worker.close()
+    assert time.monotonic() - began < 30
+    assert worker.pid is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass  # reaped: gone
+    else:  # a new process may reuse the pid, but not this fast: the child must be gone
+        raise AssertionError(f"worker {pid} still exists")
+    worker.close()  # a second close does nothing
+
+
+def test_the_child_writes_nothing_of_the_callers_and_leaves_no_output(tmp_path) -> None:
+    """Buffered output of the caller is written once (flushed before the fork), and the
+    child's exit runs no atexit handler of the caller."""
+    script = textwrap.dedent(
+        """
+        import atexit, sys
+        from lancet_mlir.support.forked import ForkedWorker, END
+        atexit.register(lambda: print("atexit", flush=True))
+        print("before", end="")
+        def work(send):
+            send("hi")
+        with ForkedWorker(work) as worker:
+            assert worker.receive() == "hi" and worker.receive() is END
+        print(" after")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert out.stdout == "before after\natexit\n"
+    assert out.stderr == ""
+
+
+def test_an_interrupt_does_not_stop_the_child() -> None:
+    """Ctrl-C reaches the whole process group: the child ignores it (the caller, interrupted,
+    kills it on its way out)."""
+
+    def work(send) -> None:
+        send("ready")
+        time.sleep(1.0)
+        send("alive")
+
+    with ForkedWorker(work) as worker:
+        assert worker.receive() == "ready"
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGINT)
+        assert worker.receive() == "alive"
+        assert worker.receive() is END
+
+
+def test_can_fork_only_with_one_thread() -> None:
+    assert can_fork() is (hasattr(os, "fork") and threading.active_count() == 1)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not can_fork()
+    finally:
+        stop.set()
+        other.join()
