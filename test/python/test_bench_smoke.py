@@ -64,3 +64,29 @@ def test_config_selection() -> None:
         "gpt2_moe_nl12_m768_nh16_sl512_b16_g32_a100",
     ]
     assert [c.model.world_size for c in picked] == [32, 32]
+
+
+@pytest.mark.timeout(300)
+def test_optimizer_time_bench_rows_per_jobs(tmp_path: Path) -> None:
+    """bench/bench_optimizer_time.py on a 1-layer model with jobs 1 and 2: one row each, the
+    ratios the quotients of the figures, and the table and plot written."""
+    import bench_optimizer_time
+
+    assert (
+        bench_optimizer_time.main(["--layers", "1", "--jobs", "1", "2", "--out", str(tmp_path)])
+        == 0
+    )
+    rows = json.loads((tmp_path / "optimizer_time.json").read_text())
+    assert [(r["layers"], r["jobs"]) for r in rows] == [(1, 1), (1, 2)]
+    for r in rows:
+        # the figures are rounded to 0.01 s after the ratios were taken
+        assert r["time_ratio"] == pytest.approx(
+            r["lancet_schedule_s"] / r["parse_print_s"], abs=0.05
+        )
+        assert r["wall_ratio"] == pytest.approx(
+            r["lancet_schedule_wall_s"] / r["parse_print_wall_s"], abs=0.05
+        )
+        assert r["lancet_schedule_mb"] > 0
+    table = (tmp_path / "optimizer_time.md").read_text().splitlines()
+    assert table[2].startswith(f"| 1 | {rows[0]['ops']} | 1 | ")
+    assert (tmp_path / "optimizer_time.png").stat().st_size > 0

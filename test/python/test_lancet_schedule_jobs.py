@@ -148,3 +148,63 @@ def test_a_bad_jobs_is_one_error_line(value: str, message: str) -> None:
     with pytest.raises(PassFailedException) as failed:
         run_pipeline(p3dn_model(), f"lancet-schedule{{jobs={value}}}")
     assert str(failed.value) == f"lancet-schedule: {message}"
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_ctrl_c_stops_both_processes_and_writes_nothing(tmp_path) -> None:
+    """SIGINT to the process group (as Ctrl-C sends it) while the worker runs: one line,
+    exit code 130, no output file, and the worker is gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import to_text as text_of
+
+    model_path, out = tmp_path / "m.mlir", tmp_path / "out.mlir"
+    model_path.write_text(text_of(p3dn_model()))
+    opt = os.path.join(os.path.dirname(sys.executable), "lancet-opt")
+    proc = subprocess.Popen(
+        [opt, "-p", "lancet-schedule{jobs=2 max-seconds=60}", str(model_path), "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    workers: list[int] = []
+    deadline = time.monotonic() + 120
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = _children(proc.pid)
+    assert workers, "no worker was forked"
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert (proc.returncode, stdout, stderr) == (130, "", "lancet-opt: error: interrupted\n")
+    assert not out.exists()
+    for pid in workers:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie_or_other(pid, proc.pid)
+
+
+def _zombie_or_other(pid: int, parent: int) -> bool:
+    """True when `pid` no longer is a live child of `parent` (reaped and reused, or a zombie
+    of a parent that is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] == "Z" or int(fields[1]) != parent
