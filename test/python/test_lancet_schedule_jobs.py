@@ -179,9 +179,19 @@ def test_ctrl_c_stops_both_processes_and_writes_nothing(tmp_path) -> None:
 
     model_path, out = tmp_path / "m.mlir", tmp_path / "out.mlir"
     model_path.write_text(text_of(p3dn_model()))
-    opt = os.path.join(os.path.dirname(sys.executable), "lancet-opt")
+    # a shell runs background jobs with SIGINT ignored (as CI may run this suite), and a
+    # process keeps that; Ctrl-C in a terminal reaches a process that takes it
+    argv = ["lancet-opt", "-p", "lancet-schedule{jobs=2 max-seconds=60}", str(model_path),
+            "-o", str(out)]  # fmt: skip
+    code = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        f"sys.argv = {argv!r}\n"
+        "from lancet_mlir.tools.launch import lancet_opt\n"
+        "lancet_opt()\n"
+    )
     proc = subprocess.Popen(
-        [opt, "-p", "lancet-schedule{jobs=2 max-seconds=60}", str(model_path), "-o", str(out)],
+        [sys.executable, "-c", code],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     workers: list[int] = []
