@@ -282,20 +282,6 @@ def run_forked(
                         why = message.reason if isinstance(message, WorkerFailed) else "it died"
                         _fall_back(run, stages, theirs, outcomes, local, held, why)
 
-        def attempt_here(k: int) -> None:
-            label, stage = stages[k]
-            own = best_of([outcomes[j] for j in local])
-            beat_us = min(math.inf if own is None else own.makespan_us, run.bar.makespan_us)
-            outcome, trial = run.attempt(k, label, stage, beat_us)
-            outcome.records = _take(held)
-            outcomes[k] = outcome
-            if trial is not None and (own is None or outcome.makespan_us < own.makespan_us):
-                if math.isfinite(outcome.makespan_us):
-                    local.clear()
-                    local[k] = trial
-            trial = None
-            gc.collect()
-
         for k in mine:
             label = stages[k][0]
             if label.endswith("-all"):
@@ -305,7 +291,7 @@ def run_forked(
                     refused(label, reason)
                     outcomes[k] = Outcome(k, label, False, records=_take(held))
                     continue
-            attempt_here(k)
+            _attempt_here(run, stages[k], k, outcomes, local, [], held)
         collect(set(range(len(stages))) | {-1})  # until the worker ends
     for k in sorted(outcomes):
         for level, line in outcomes[k].records:
@@ -352,19 +338,33 @@ def _fall_back(
     for k in theirs:
         outcomes.pop(k, None)
     for k in theirs:
-        label, stage = stages[k]
-        own = best_of([outcomes[j] for j in local])
-        beat_us = min(math.inf if own is None else own.makespan_us, run.bar.makespan_us)
-        outcome, trial = run.attempt(k, label, stage, beat_us)
-        outcome.records = warned + _take(held)
+        _attempt_here(run, stages[k], k, outcomes, local, warned, held)
         warned = []
-        outcomes[k] = outcome
-        if trial is not None and (own is None or outcome.makespan_us < own.makespan_us):
-            if math.isfinite(outcome.makespan_us):
-                local.clear()
-                local[k] = trial
-        trial = None
-        gc.collect()
+
+
+def _attempt_here(
+    run: CandidateRun,
+    stage: tuple[str, Stage],
+    k: int,
+    outcomes: dict[int, Outcome],
+    local: dict[int, ModuleOp],
+    before: list[tuple[int, str]],
+    held: list[tuple[int, str]],
+) -> None:
+    """Stage `k` built and scheduled in this process, against the fastest candidate kept
+    here (`local`, which then holds whichever of the two is faster) and the bar; its outcome
+    goes into `outcomes` with the log lines `before`, then those held while it ran."""
+    own = best_of([outcomes[j] for j in local])
+    beat_us = min(math.inf if own is None else own.makespan_us, run.bar.makespan_us)
+    outcome, trial = run.attempt(k, stage[0], stage[1], beat_us)
+    outcome.records = before + _take(held)
+    outcomes[k] = outcome
+    if trial is not None and (own is None or outcome.makespan_us < own.makespan_us):
+        if math.isfinite(outcome.makespan_us):
+            local.clear()
+            local[k] = trial
+    trial = None
+    gc.collect()  # a dropped candidate forms cycles (parents), which only the collector frees
 
 
 def _worker(run: CandidateRun, assigned: Sequence[tuple[int, str, Stage]], send: Any) -> None:
