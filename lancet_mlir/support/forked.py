@@ -3,7 +3,8 @@ caller, on a copy of its memory (copy-on-write), with no re-parsing or re-import
 
 The child runs `work(send)` and exits with `os._exit` (no atexit handlers, no flushing of
 the caller's buffers, no output files written twice); it ignores SIGINT, so an interrupt
-reaches the caller alone, whose `close` (or the `with` block's exit) kills the child. The
+reaches the caller alone, whose `close` (or the `with` block's exit) kills the child; on
+Linux the kernel kills it too when the caller dies (even by SIGKILL). The
 messages are read by a thread of the caller as they come, so the child never waits for the
 caller to read. A child that fails sends `WorkerFailed` as its last message; one that dies
 (killed, out of memory) just stops: `receive` then returns `END`.
@@ -47,10 +48,11 @@ class ForkedWorker:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # else the child would inherit (and never write) a copy
         read_fd, write_fd = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child: its coverage is not collected
             os.close(read_fd)
-            _child(work, write_fd)
+            _child(work, write_fd, parent)
         os.close(write_fd)
         self.pid: int | None = pid
         self._messages: queue.Queue[Any] = queue.Queue()
@@ -100,13 +102,35 @@ class ForkedWorker:
         self.close()
 
 
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child
+    """On Linux, have the kernel kill this child when its parent dies (a parent killed by
+    SIGKILL cannot kill it), so no orphan computes on; elsewhere the child ends at its next
+    message, when the pipe breaks."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when its parent thread ends."""
+
+
 def _child(
-    work: Callable[[Callable[[Any], None]], None], write_fd: int
+    work: Callable[[Callable[[Any], None]], None], write_fd: int, parent: int
 ) -> None:  # pragma: no cover - runs in the child
     """Run `work` in the child and leave by `os._exit` whatever happens."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent(parent)
         with os.fdopen(write_fd, "wb") as channel:
 
             def send(message: Any) -> None:

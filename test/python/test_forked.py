@@ -10,6 +10,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from lancet_mlir.support.forked import END, ForkedWorker, WorkerFailed, can_fork
 
 
@@ -127,6 +129,46 @@ def test_an_interrupt_does_not_stop_the_child() -> None:
         os.kill(worker.pid, signal.SIGINT)
         assert worker.receive() == "alive"
         assert worker.receive() is END
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG)")
+def test_a_child_dies_with_its_killed_parent() -> None:
+    """A parent killed by SIGKILL cannot kill its child: the kernel does, at once, though
+    the child would compute (and send nothing) for a minute more."""
+    script = textwrap.dedent(
+        """
+        import os, signal, time
+        from lancet_mlir.support.forked import ForkedWorker
+        def work(send):
+            send(os.getpid())
+            time.sleep(60)
+        worker = ForkedWorker(work)
+        print(worker.receive(), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    # the child inherits the pipe: read its pid, then wait for the parent, not for the EOF
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, or a pid reused by another program, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            python = b"python" in cmdline.read()
+    except OSError:
+        return False
+    return state != "Z" and python
 
 
 def test_can_fork_only_with_one_thread() -> None:
