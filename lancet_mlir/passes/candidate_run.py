@@ -260,12 +260,20 @@ def run_forked(
     local: dict[int, ModuleOp] = {}  # the fastest candidate scheduled here, by stage
     state: dict[str, Any] = {"worker_best": None, "ended": False}
     assigned = [(k, *stages[k]) for k in theirs]
+    try:
+        worker = ForkedWorker(partial(_worker, run, assigned))
+    except OSError as exc:  # no memory or processes left for it
+        LOG.warning(
+            f"lancet-schedule: the candidate worker cannot be forked ({exc}); "
+            "the candidates run in this process"
+        )
+        return run.sequential(stages)
     LOG.info(
         "lancet-schedule: partition candidates "
         + ", ".join(stages[k][0] for k in theirs)
         + " run in a forked worker"
     )
-    with ForkedWorker(partial(_worker, run, assigned)) as worker, held_log() as held:
+    with worker, held_log() as held:
 
         def collect(needed: set[int]) -> None:
             """Receive until the outcomes of `needed` are in, or the worker ended; a worker

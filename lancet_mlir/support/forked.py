@@ -45,14 +45,25 @@ class ForkedWorker:
     """`work(send)` in a forked child; `receive()` gives what it sent, in order (module doc)."""
 
     def __init__(self, work: Callable[[Callable[[Any], None]], None]) -> None:
+        """Fork the child; OSError when the fork fails (nothing is left behind)."""
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()  # else the child would inherit (and never write) a copy
+            _flush(stream)  # else the child would inherit (and never write) a copy
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
-        pid = os.fork()
+        # SIGINT blocked across the fork: an interrupt there would be raised inside the fork
+        # handlers (logging's), reported as "ignored" and lost, with their lock still held;
+        # it stays pending and is raised below, once the child can be killed
+        mask = _block_sigint()
+        try:
+            pid = os.fork()
+        except BaseException:
+            _restore(mask)
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
         if pid == 0:  # pragma: no cover - the child: its coverage is not collected
             os.close(read_fd)
-            _child(work, write_fd, parent)
+            _child(work, write_fd, parent, mask)
         os.close(write_fd)
         self.pid: int | None = pid
         self._messages: queue.Queue[Any] = queue.Queue()
@@ -60,6 +71,11 @@ class ForkedWorker:
             target=self._drain, args=(os.fdopen(read_fd, "rb"),), daemon=True
         )
         self._reader.start()
+        try:
+            _restore(mask)  # a SIGINT that came meanwhile is raised here
+        except BaseException:
+            self.close()
+            raise
 
     def _drain(self, channel: Any) -> None:
         with channel:
@@ -123,13 +139,42 @@ _PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when its parent thread ends."""
 
 
+def _flush(stream: Any) -> None:
+    """Flush `stream` if there is one (Python sets sys.stdout / sys.stderr to None when the
+    process started with that file descriptor closed) and it still takes it."""
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        pass  # closed or broken: the caller's next write reports it, the child writes none
+
+
+Mask = set[signal.Signals] | None
+"""The signal mask before `_block_sigint` (None where the platform has no thread masks)."""
+
+
+def _block_sigint() -> Mask:
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _restore(mask: Mask) -> None:
+    """Restore the mask `_block_sigint` changed (raises KeyboardInterrupt for a SIGINT that
+    came while it was blocked and is handled so)."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _child(
-    work: Callable[[Callable[[Any], None]], None], write_fd: int, parent: int
+    work: Callable[[Callable[[Any], None]], None], write_fd: int, parent: int, mask: Mask
 ) -> None:  # pragma: no cover - runs in the child
     """Run `work` in the child and leave by `os._exit` whatever happens."""
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # before SIGINT is unblocked
+        _restore(mask)
         _die_with_parent(parent)
         with os.fdopen(write_fd, "wb") as channel:
 

@@ -131,6 +131,58 @@ def test_an_interrupt_does_not_stop_the_child() -> None:
         assert worker.receive() is END
 
 
+def test_an_interrupt_during_the_fork_is_raised_after_it() -> None:
+    """A SIGINT that comes while the process forks (here: from a fork handler, where Python
+    would report it as "ignored" and drop it) is raised by the constructor once the fork is
+    done: the child is killed and reaped, and the logging module's lock is free."""
+    script = textwrap.dedent(
+        """
+        import logging, os, signal, threading, time
+        from lancet_mlir.support.forked import ForkedWorker
+        os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
+        def work(send):
+            time.sleep(60)
+        try:
+            ForkedWorker(work)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted")
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print("a child is left")
+        except ChildProcessError:
+            print("no child")
+        other = threading.Thread(target=logging.getLogger("x").addHandler,
+                                 args=(logging.NullHandler(),))
+        other.start()
+        other.join(10)
+        print("logging locked" if other.is_alive() else "logging free", flush=True)
+        os._exit(0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert (out.stdout, out.stderr) == ("interrupted\nno child\nlogging free\n", "")
+
+
+def test_no_stdout_or_stderr() -> None:
+    """Python sets sys.stdout / sys.stderr to None when started with them closed (cron,
+    daemons): the worker runs all the same."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from lancet_mlir.support.forked import ForkedWorker, END
+        sys.stdout = sys.stderr = None
+        with ForkedWorker(lambda send: send("hi")) as worker:
+            got = [worker.receive(), worker.receive()]
+        sys.__stdout__.write(repr(got[0]) + " " + str(got[1] is END) + "\\n")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert out.stdout == "'hi' True\n"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG)")
 def test_a_child_dies_with_its_killed_parent() -> None:
     """A parent killed by SIGKILL cannot kill its child: the kernel does, at once, though

@@ -137,6 +137,43 @@ def test_with_another_thread_running_the_candidates_run_here(caplog) -> None:
     assert "forked worker" not in log
 
 
+def test_a_fork_that_fails_runs_the_candidates_here(monkeypatch, caplog) -> None:
+    base = p4de_model()
+    one, _ = _schedule(base, "max-seconds=0", caplog)
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    two, log = _schedule(base, "max-seconds=0 jobs=2", caplog)
+    assert two == one
+    assert (
+        "the candidate worker cannot be forked ([Errno 11] Resource temporarily unavailable); "
+        "the candidates run in this process" in log
+    )
+    assert "run in a forked worker" not in log
+
+
+def test_closed_stdout_and_stderr(tmp_path) -> None:
+    """Started with stdout and stderr closed (cron, daemons), `jobs=2` writes its output as
+    `jobs=1` does."""
+    import subprocess
+    import sys
+
+    model_path = tmp_path / "m.mlir"
+    model_path.write_text(to_text(p4de_model()))
+    opt = os.path.join(os.path.dirname(sys.executable), "lancet-opt")
+    outputs = []
+    for jobs in (1, 2):
+        out = tmp_path / f"out{jobs}.mlir"
+        spec = f"lancet-schedule{{max-seconds=0 jobs={jobs}}}"
+        done = subprocess.run(["bash", "-c", f"'{opt}' -p '{spec}' '{model_path}' -o '{out}' "
+                               ">&- 2>&-"], timeout=300)  # fmt: skip
+        assert done.returncode == 0
+        outputs.append(out.read_text())
+    assert outputs[1] == outputs[0]
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
