@@ -139,6 +139,8 @@ def test_an_interrupt_during_the_fork_is_raised_after_it() -> None:
         """
         import logging, os, signal, threading, time
         from lancet_mlir.support.forked import ForkedWorker
+        # taken even where the suite runs as a background job (SIGINT ignored)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
         def work(send):
             time.sleep(60)
