@@ -155,6 +155,7 @@ Mask = set[signal.Signals] | None
 
 
 def _block_sigint() -> Mask:
+    """Block SIGINT in this thread (it stays pending until `_restore`); the mask before."""
     if not hasattr(signal, "pthread_sigmask"):
         return None
     return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
