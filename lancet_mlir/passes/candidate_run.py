@@ -103,6 +103,40 @@ class _WorkerBest:
     decisions: list[Decision] | None
 
 
+def faster(outcome: Outcome, than: Outcome | None) -> bool:
+    """Whether `outcome` is kept over `than` (None: nothing yet): scheduled, and faster, or
+    as fast and of an earlier stage."""
+    if not math.isfinite(outcome.makespan_us):
+        return False
+    if than is None:
+        return True
+    return (outcome.makespan_us, outcome.index) < (than.makespan_us, than.index)
+
+
+def to_beat(best: Outcome | None, index: int, bar: Bar) -> float:
+    """The least floor that spares stage `index` being scheduled (`_candidate` skips it when
+    its floor is no less): the input's makespan bound (the unpartitioned schedule is kept on
+    a tie) and the fastest outcome tried so far, `best`, which a later stage must beat
+    strictly and an earlier stage only tie (the earlier stage is kept on a tie)."""
+    if best is None:
+        return bar.makespan_us
+    span = best.makespan_us
+    if index < best.index:
+        span = math.nextafter(span, math.inf)  # a floor equal to it may still tie and win
+    return min(span, bar.makespan_us)
+
+
+def trial_order(labels: Sequence[str], first: Sequence[str]) -> list[int]:
+    """The stages' indices in the order they are tried: those labelled `first` (in that
+    order), then the others in stage order. Only which stages are skipped unscheduled depends
+    on it, never the one kept (`faster`, `to_beat`); `first` holds no `token-n-all` stage,
+    whose build decision waits for every stage before it (`extend_skip`)."""
+    early = [labels.index(label) for label in first if label in labels]
+    if any(labels[k].endswith("-all") for k in early):
+        raise ValueError("a token-n-all stage cannot be tried first")
+    return early + [k for k in range(len(labels)) if k not in early]
+
+
 def best_of(outcomes: Sequence[Outcome]) -> Outcome | None:
     """The fastest scheduled outcome, the earliest stage on a tie (None: none scheduled)."""
     best: Outcome | None = None
@@ -124,8 +158,11 @@ class CandidateRun:
         bar: Bar,
         priced: FusionPrices,
         memos: dict[int, TimeMemo],
+        first: Sequence[str] = (),
     ) -> None:
+        """`first`: the labels of the stages tried before the others (`trial_order`)."""
         self.schedule_pass = schedule_pass
+        self.first = tuple(first)
         self.module = module
         self.share = share
         self.bar = bar
@@ -175,26 +212,31 @@ class CandidateRun:
         )
         return Outcome(index, label, True, makespan_us, floor_us), trial
 
+    def order(self, stages: Sequence[tuple[str, Stage]]) -> list[int]:
+        """The indices of `stages` in the order they are tried (`trial_order`)."""
+        return trial_order([label for label, _ in stages], self.first)
+
     def sequential(self, stages: Sequence[tuple[str, Stage]]) -> Kept:
-        """Every stage in order, in this process: each candidate built from the unscheduled
-        module, scheduled and dropped unless it is the fastest so far (one or two clones
-        alive, not one per stage)."""
+        """Every stage, in this process, in `order`: each candidate built from the
+        unscheduled module, scheduled and dropped unless it is the fastest so far (one or
+        two clones alive, not one per stage)."""
         best: Outcome | None = None
         kept: ModuleOp | None = None
+        tried: list[Outcome] = []
         built = 0
-        for index, (label, stage) in enumerate(stages):
-            reason = self.extend_skip(label, best)
+        for index in self.order(stages):
+            label, stage = stages[index]
+            reason = self.extend_skip(label, best_of([o for o in tried if o.index < index]))
             if reason is not None:
                 refused(label, reason)
                 continue
-            beat_us = min(math.inf if best is None else best.makespan_us, self.bar.makespan_us)
-            outcome, trial = self.attempt(index, label, stage, beat_us)
+            outcome, trial = self.attempt(index, label, stage, to_beat(best, index, self.bar))
             if trial is None:
                 continue
             built += 1
-            if best is None or outcome.makespan_us < best.makespan_us:
-                if math.isfinite(outcome.makespan_us):
-                    best, kept = outcome, trial
+            tried.append(outcome)
+            if faster(outcome, best):
+                best, kept = outcome, trial
             trial = None  # one that lost is garbage before the next is built
             gc.collect()  # its ops form cycles (parents), which only the collector frees
         if best is None:
@@ -252,8 +294,9 @@ def run_forked(
     """`run.sequential(stages)`'s result, with the stages whose label `here` accepts run in
     this process and the others in one forked worker at the same time (module doc). A worker
     that fails or dies is reported (one log line) and its stages run here after all."""
-    mine = [k for k, (label, _) in enumerate(stages) if here(label)]
-    theirs = [k for k in range(len(stages)) if k not in mine]
+    tried = run.order(stages)
+    mine = [k for k in tried if here(stages[k][0])]
+    theirs = [k for k in tried if k not in mine]
     if not mine or not theirs:
         return run.sequential(stages)
     outcomes: dict[int, Outcome] = {}
@@ -270,7 +313,7 @@ def run_forked(
         return run.sequential(stages)
     LOG.info(
         "lancet-schedule: partition candidates "
-        + ", ".join(stages[k][0] for k in theirs)
+        + ", ".join(stages[k][0] for k in sorted(theirs))
         + " run in a forked worker"
     )
     with worker, held_log() as held:
@@ -363,14 +406,12 @@ def _attempt_here(
     here (`local`, which then holds whichever of the two is faster) and the bar; its outcome
     goes into `outcomes` with the log lines `before`, then those held while it ran."""
     own = best_of([outcomes[j] for j in local])
-    beat_us = min(math.inf if own is None else own.makespan_us, run.bar.makespan_us)
-    outcome, trial = run.attempt(k, stage[0], stage[1], beat_us)
+    outcome, trial = run.attempt(k, stage[0], stage[1], to_beat(own, k, run.bar))
     outcome.records = before + _take(held)
     outcomes[k] = outcome
-    if trial is not None and (own is None or outcome.makespan_us < own.makespan_us):
-        if math.isfinite(outcome.makespan_us):
-            local.clear()
-            local[k] = trial
+    if trial is not None and faster(outcome, own):
+        local.clear()
+        local[k] = trial
     trial = None
     gc.collect()  # a dropped candidate forms cycles (parents), which only the collector frees
 
@@ -379,15 +420,16 @@ def _worker(run: CandidateRun, assigned: Sequence[tuple[int, str, Stage]], send:
     """The worker: its stages in order, each outcome sent when known, then its fastest
     candidate's schedule (`_WorkerBest`)."""
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - no progress bars from here
-    best_us, best_index, best_decisions = math.inf, None, None
+    best: Outcome | None = None
+    best_decisions: list[Decision] | None = None
     with held_log() as held:
         for k, label, stage in assigned:
             record: list[Decision] = []
-            beat_us = min(best_us, run.bar.makespan_us)
+            beat_us = to_beat(best, k, run.bar)
             outcome = run.attempt(k, label, stage, beat_us, record)[0]  # the module dropped
             outcome.records = _take(held)
             send(outcome)
-            if outcome.makespan_us < best_us:
-                best_us, best_index, best_decisions = outcome.makespan_us, k, record
+            if faster(outcome, best):
+                best, best_decisions = outcome, record
             gc.collect()  # the candidate (dropped above) forms cycles
-    send(_WorkerBest(best_index, best_decisions))
+    send(_WorkerBest(None if best is None else best.index, best_decisions))

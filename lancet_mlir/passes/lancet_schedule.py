@@ -87,6 +87,18 @@ where it wins, and not on the others (0.4-2.0 %), where it loses. It is a trade:
 win by 0.8 % (1836.2 against 1851.2 ms) at 233 against 183 MB of peak memory and about a
 third more pass time. The `extend-min-idle` option sets it per run."""
 
+TRIED_FIRST = (f"token-{max(TOKEN_PARTS)}",)
+"""The stages `partition=auto` tries before the others (the rest follow in stage order):
+the token candidate of the most parts. Where communication dominates (the p3dn testbeds)
+it is near the fastest, so the floors of the others meet a fast schedule: those of Lancet's
+DP plan and the expert splits count the compute their forward all-to-alls leave idle
+(`sim.makespan_floor`, communication windows), within 0.01 % of their schedules on the
+24-layer d=1024 32-rank p3dn model, and all four are skipped unscheduled. Where compute
+dominates (one DGX H100 node), its compute alone exceeds the input's makespan, so it is
+skipped at the cost of its build, and the DP plan is tried next as before. Only which
+candidates are scheduled depends on this order, not the one kept (`candidate_run.to_beat`:
+an earlier stage still wins a tie)."""
+
 EXPERT_DEGREES = (2, 4, 8)
 """Part counts of the expert-only (Tutel-like) candidates of `partition=auto`: Tutel's sweep,
 so the pipeline is never slower than the best Tutel degree under its own cost model."""
@@ -294,7 +306,7 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         bar = Bar(_input_bound_us(input_sim), _compute_floor_us(input_sim))
         input_order_floor_us = _order_floor_us(input_sim)
         del input_sim  # not kept alive while the candidates are built
-        run = CandidateRun(self, op, share, bar, priced, memos)
+        run = CandidateRun(self, op, share, bar, priced, memos, TRIED_FIRST)
         if self.jobs > 1 and can_fork():
             kept = run_forked(run, stages, _built_here)
         else:

@@ -20,7 +20,7 @@ from lancet_mlir.graph.core import node_flags
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
 from lancet_mlir.graph.rewrite import schedulable_blocks
 from lancet_mlir.sim.engine import evaluate_fixed_order
-from lancet_mlir.sim.makespan_floor import release_floor_us
+from lancet_mlir.sim.makespan_floor import comm_window_floor_us, release_floor_us
 from lancet_mlir.sim.metrics import NestedWork, TimelineSummary, summarize, with_nested_work
 from lancet_mlir.sim.model import Timeline
 from lancet_mlir.sim.options import SimOptions
@@ -359,7 +359,9 @@ class ModuleSimulation:
         least `compute_floor_us`: also the critical path and the head and tail bounds of its
         compute stream (`sim.makespan_floor`), with each op at its least duration (an op
         costed by its bodies: their compute floors; an all-reduce 0, since fusing it with
-        another may shorten it). Costs the ops but simulates nothing."""
+        another may shorten it); with one communication stream, also the idle its collectives
+        force on the compute stream (`comm_window_floor_us`). Costs the ops but simulates
+        nothing."""
         graph, durations, streams = self._least_durations(block, set())
         kinds = graph.comm_kind
         durations = [
@@ -368,6 +370,11 @@ class ModuleSimulation:
         ]
         on_compute = [s == _COMPUTE for s in streams]
         floor = release_floor_us(graph.preds, graph.succs, durations, on_compute)
+        if self.options.num_comm_streams == 1:
+            windows = comm_window_floor_us(
+                graph.preds, graph.succs, durations, on_compute, graph.is_comm
+            )
+            floor = max(floor, windows)
         return max(floor, self.compute_floor_us(block))
 
     def _floor(self, block: Block, running: set[Block]) -> float:

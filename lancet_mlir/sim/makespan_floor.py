@@ -14,11 +14,28 @@ head and the makespan is at least its end plus its tail, so:
 * **Tails and the compute stream.** Symmetrically, the compute ops with tail >= t all end by
   makespan - t: at least t + the sum of their durations.
 
+* **Communication windows** (one communication stream, `comm_window_floor_us`). Then the
+  collectives run one at a time, so their running intervals are disjoint. While collective c
+  runs, the only compute that can run is an op *unordered* with c (neither reaching c nor
+  reached from it): an ancestor ended before c started, a descendant starts after c ended.
+  So for any group K of collectives, the compute stream idles for at least
+  d(K) - w(U(K)) of their time, d(K) their summed durations and w(U(K)) the summed compute of
+  the ops unordered with at least one of them. Groups of a partition of the collectives
+  have disjoint windows, so the makespan is at least the compute's sum plus the summed
+  idle of the groups. (An op that takes longer than its floor covers more of a window, but
+  adds as much to the compute's sum: the bound holds for every duration at least the one
+  given, hence for an overlap slowdown and for bodies scheduled any way.) It is what proves
+  an unpartitioned or expert-split MoE layer slow: its forward all-to-alls have little
+  compute beside them. The groups are built greedily in topological order (a collective
+  joins the group before it when that does not lower the bound).
+
 The durations must be lower bounds of what the ops take in every schedule (a collective
 whose time a later stage may change, e.g. a fused all-reduce, counts 0), and the bound holds
-for every topological order, any number of communication streams, an overlap slowdown >= 1
-(compute only gets slower) and any launch overhead (it only delays). It costs a topological
-sort and two sorts of the compute ops: O((V + E) log V).
+for every topological order, any number of communication streams (the windows bound: one),
+an overlap slowdown >= 1 (compute only gets slower) and any launch overhead (it only delays).
+The release bounds cost a topological sort and two sorts of the compute ops, O((V + E) log V);
+the windows bound one OR per edge on C-bit integers for C collectives and a C x classes
+boolean matrix (compute ops related to the same collectives form one class).
 
 `lancet-schedule` uses it to leave out a partition candidate that cannot beat the best
 schedule so far (on the 24-layer d=1024 32-rank p3dn model it proves the unpartitioned
@@ -29,7 +46,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from lancet_mlir.graph.core import topological_order
+from lancet_mlir.graph.reach import ancestor_bits_among, descendant_bits_among
 
 
 def heads_and_tails(
@@ -82,3 +102,51 @@ def release_floor_us(
             floor = max(floor, release[v] + left)
             left -= durations[v]
     return floor
+
+
+def comm_window_floor_us(
+    preds: Sequence[Sequence[int]],
+    succs: Sequence[Sequence[int]],
+    durations: Sequence[float],
+    on_compute: Sequence[bool],
+    on_comm: Sequence[bool],
+) -> float:
+    """No order of the graph ends sooner than this with ONE communication stream (module
+    doc, communication windows): the compute of `on_compute` plus the idle the collectives
+    of `on_comm` force on it. `durations`: per-node lower bounds (a collective of 0, such as
+    an all-reduce that fusion may merge, is left out)."""
+    n = len(preds)
+    if not (len(succs) == len(durations) == len(on_compute) == len(on_comm) == n):
+        raise ValueError("preds, succs, durations, on_compute and on_comm need one entry per node")
+    compute = [v for v in range(n) if on_compute[v] and durations[v] > 0]
+    work = float(sum(durations[v] for v in compute))
+    in_program_order = all(p < v for v in range(n) for p in preds[v])
+    order = range(n) if in_program_order else topological_order(preds, succs)
+    comms = [v for v in order if on_comm[v] and durations[v] > 0]
+    if not comms or not compute:
+        return work + sum(durations[c] for c in comms)
+    before = ancestor_bits_among(preds, order, comms)
+    after = descendant_bits_among(succs, order, comms)
+    classes: dict[int, float] = {}  # the collectives an op is ordered with -> its compute
+    for v in compute:
+        key = before[v] | after[v]
+        classes[key] = classes.get(key, 0.0) + durations[v]
+    weights = np.fromiter(classes.values(), dtype=np.float64, count=len(classes))
+    width = (len(comms) + 7) // 8
+    packed = np.frombuffer(b"".join(k.to_bytes(width, "little") for k in classes), np.uint8)
+    ordered = np.unpackbits(packed.reshape(len(classes), width), axis=1, bitorder="little")
+    ordered = ordered[:, : len(comms)].astype(bool)  # [class, k]: ordered with comms[k]
+    idle = 0.0
+    group_us, group_idle, covered = 0.0, 0.0, None  # covered: ordered with all of the group
+    for k, c in enumerate(comms):
+        related = ordered[:, k]
+        alone = max(0.0, durations[c] - (work - float(weights @ related)))
+        if covered is not None:
+            both = covered & related
+            merged = max(0.0, group_us + durations[c] - (work - float(weights @ both)))
+            if merged >= group_idle + alone:
+                group_us, group_idle, covered = group_us + durations[c], merged, both
+                continue
+            idle += group_idle
+        group_us, group_idle, covered = durations[c], alone, related
+    return work + idle + group_idle

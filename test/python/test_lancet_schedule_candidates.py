@@ -15,6 +15,7 @@ from xdsl.utils.exceptions import PassFailedException
 from lancet_mlir.cost.cost_model import CostModel
 from lancet_mlir.cost.settings import module_cost_settings
 from lancet_mlir.models.gpt2_moe import GPT2MoEConfig, build_gpt2_moe
+from lancet_mlir.passes.candidate_run import Bar, Outcome, faster, to_beat, trial_order
 from lancet_mlir.sim.blocks import simulate_module
 
 DEGREES = (2, 4, 8)
@@ -216,9 +217,11 @@ def test_candidates_are_built_one_at_a_time() -> None:
 
 def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
     """max-seconds=F: each partition stage that builds a candidate gets F / 8, scheduled in
-    the stage order; the unpartitioned module, scheduled last, gets F / 8 when all seven
-    build and the rest of F otherwise (a top-2 gate takes no token parts), and is not
-    scheduled at all when its makespan floor is above the best candidate's schedule."""
+    the trial order (token-8 first, then stage order); the unpartitioned module, scheduled
+    last, gets F / 8 when all seven build and the rest of F otherwise (a top-2 gate takes no
+    token parts), and is not scheduled at all when its makespan floor is above the best
+    candidate's schedule. The DP plan and the expert splits build but are skipped: their
+    floors are above the token candidates' schedules (their shares stay unused)."""
     from lancet_mlir.passes.lancet_schedule import LancetSchedulePass
 
     shares: list[tuple[str, float]] = []
@@ -231,12 +234,14 @@ def test_budget_shares_of_the_candidates(monkeypatch, caplog) -> None:
     monkeypatch.setattr(LancetSchedulePass, "_schedule", recorded)
     with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
         run_pipeline(p3dn_model(), "lancet-schedule{max-seconds=0.08}")
-    labels = ["dp", "token-4", "token-8", "token-8-all", "expert-2", "expert-4", "expert-8"]
+    labels = ["token-8", "token-4", "token-8-all"]
     # the unpartitioned module is not scheduled: no order of it is as fast as the best
     # candidate's schedule
     assert shares == [(label, 0.01) for label in labels]
+    skipped = re.findall(r"partition candidate (\S+) skipped", caplog.text)
+    assert skipped == ["dp", "expert-2", "expert-4", "expert-8", "none"]
     assert (
-        "partition candidate none skipped: its makespan floor (20991.7 us) is more than the "
+        "partition candidate none skipped: its makespan floor (21061.6 us) is more than the "
         "best so far (17844.3 us)" in caplog.text
     )
     shares.clear()
@@ -326,3 +331,55 @@ def test_with_no_candidate_kept_the_gate_reads_the_unpartitioned_input(caplog) -
         "compute idle 29.6 % of it (< 100 %: extend-min-idle)" in caplog.text
     )
     assert "token-8-all skipped" not in caplog.text
+
+
+def test_the_floors_that_skip_candidates_are_below_their_schedules(caplog) -> None:
+    """token-8 is tried first (18203.6 us), so Lancet's DP plan and the expert splits meet a
+    fast schedule: their makespan floors count the compute their forward all-to-alls leave
+    idle (`comm_window_floor_us`) and exceed it, so they are skipped unscheduled; each floor
+    is below what the candidate takes scheduled alone, and auto keeps the fastest as before."""
+    base = p3dn_model()
+    with caplog.at_level(logging.INFO, logger="lancet_mlir.schedule"):
+        auto = makespan(run_pipeline(base.clone(), "lancet-schedule{max-seconds=0}"))
+    found = re.finditer(
+        r"partition candidate (\S+) skipped: its makespan floor \(([\d.]+) us\)", caplog.text
+    )
+    floors = {m[1]: float(m[2]) for m in found}
+    assert set(floors) == {"none", "dp", "expert-2", "expert-4", "expert-8"}
+    alone = {
+        "none": "lancet-schedule{partition=none max-seconds=0}",
+        "dp": "lancet-schedule{partition=dp max-seconds=0}",
+        **{
+            f"expert-{n}": f"tutel-pipeline{{degree={n}}},lancet-schedule{{partition=none max-seconds=0}}"
+            for n in DEGREES
+        },
+    }
+    for label, spec in alone.items():
+        scheduled = makespan(run_pipeline(base.clone(), spec))
+        assert floors[label] <= round(scheduled, 1)
+        assert scheduled > auto
+    assert caplog.text.index("[token-8] ") < caplog.text.index("candidate dp skipped")
+    assert (
+        round(auto, 1) == 18123.7
+    )  # token-8-all, as test_auto_keeps_the_fastest_scheduled_candidate
+
+
+def test_an_earlier_stage_tried_later_may_still_tie() -> None:
+    """`to_beat`: a stage tried after a faster later one is skipped only when its floor is
+    above that schedule (it would win a tie); one after an earlier one when it is no less;
+    the input's bound caps both. `faster` breaks ties by stage; `trial_order` puts `first`
+    ahead and refuses a token-n-all stage there."""
+    bar = Bar(makespan_us=100.0, floor_us=50.0)
+    best = Outcome(2, "token-8", True, 80.0)
+    assert to_beat(None, 0, bar) == 100.0
+    assert to_beat(best, 3, bar) == 80.0
+    assert 80.0 < to_beat(best, 0, bar) < 80.0 + 1e-9
+    assert to_beat(Outcome(2, "token-8", True, 120.0), 0, bar) == 100.0
+    assert faster(Outcome(0, "dp", True, 80.0), best)
+    assert not faster(Outcome(3, "token-8-all", True, 80.0), best)
+    assert not faster(Outcome(0, "dp", True), None)  # skipped: inf
+    labels = ["dp", "token-4", "token-8", "token-8-all", "expert-2"]
+    assert trial_order(labels, ["token-8"]) == [2, 0, 1, 3, 4]
+    assert trial_order(labels, ["token-16"]) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="token-n-all"):
+        trial_order(labels, ["token-8-all"])
