@@ -46,7 +46,6 @@ from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -58,6 +57,7 @@ from lancet_mlir.sim import outputs
 from lancet_mlir.support.errors import op_of
 from lancet_mlir.support.files import STDOUT, OutputSet, decode_text, write_atomic
 from lancet_mlir.support.locations import LocatingParser, tool_message
+from lancet_mlir.support.printing import FastMLIRTarget, FastPrinter
 from lancet_mlir.support.provenance import lancet_mlir_version
 from lancet_mlir.tools import diagnostics, opt_outputs
 from lancet_mlir.tools.cli import show_defaults
@@ -91,6 +91,10 @@ class LancetOptMain(xDSLOptMain):
         super().__init__(description="lancet-mlir optimizer driver", args=args)
 
     # ---- registration ------------------------------------------------------------------------
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        self.available_targets["mlir"] = lambda: FastMLIRTarget  # the same text, faster
+
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         registered = set(self.ctx.registered_dialect_names)
@@ -170,7 +174,7 @@ class LancetOptMain(xDSLOptMain):
                 module.verify()
         if previous is not None and following is not None and self.args.print_between_passes:
             print(f"IR after {previous.name}:")
-            Printer(stream=sys.stdout).print_op(module)
+            FastPrinter(stream=sys.stdout).print_op(module)
             print("\n\n\n")
         self._pass_start = time.perf_counter()
 
