@@ -302,7 +302,8 @@ def _branch_and_bound(
     operand_refs = {i: [value_ref(graph, v) for v in graph.ops[i].operands] for i in nodes}
     suffix = [0.0] * (len(nodes) + 1)
     for t in range(len(nodes) - 1, -1, -1):
-        suffix[t] = suffix[t + 1] + w[nodes[t]]
+        # an op with no option can never join: its weight bounds nothing
+        suffix[t] = suffix[t + 1] + (w[nodes[t]] if domains[nodes[t]] else 0.0)
     chosen: dict[int, Option] = {}
     downstream: set[int] = set()  # ops left out that read the region's results
     best: dict[int, Option] | None = None

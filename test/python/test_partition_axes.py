@@ -194,3 +194,35 @@ def test_a_reshape_merging_rows_takes_only_counts_that_divide() -> None:
     five = solve(g, anchors=[0], parts=5)
     assert five is not None
     assert five.nodes == [0, 2]
+
+
+def _independent_gelus(k: int) -> str:
+    """k gelus of 8x16 rows (each splits by rows or columns) and one of 1x1 (no split)."""
+    args = ", ".join(f"%x{i}: tensor<8x16xf32>" for i in range(k))
+    body = "\n".join(
+        f"    %g{i} = comp.gelu %x{i} : (tensor<8x16xf32>) -> tensor<8x16xf32>" for i in range(k)
+    )
+    return f"""
+builtin.module {{
+  func.func @f({args}, %t: tensor<1x1xf32>) -> tensor<1x1xf32> {{
+{body}
+    %u = comp.gelu %t : (tensor<1x1xf32>) -> tensor<1x1xf32>
+    func.return %u : tensor<1x1xf32>
+  }}
+}}
+"""
+
+
+def test_an_op_that_cannot_join_does_not_loosen_the_bound() -> None:
+    # the 1x1 gelu has no option for 2 parts; were its (large) weight counted in the bound
+    # of what the ops still to decide can add, no branch leaving a gelu out could be cut,
+    # and the 3^k branches would exhaust any budget; counted 0, the first full region found
+    # cuts every other branch
+    k = 16
+    g = graph_of(_independent_gelus(k))
+    weights = {i: 1.0 for i in range(k)} | {k: 1000.0}
+    sol = solve_axes(g, range(k + 1), anchors=[0], weights=weights, parts=2, budget=1_000)
+    assert sol is not None
+    assert sol.exact
+    assert sol.nodes == list(range(k))  # every 8x16 gelu, the 1x1 one left out
+    assert sol.weight == float(k)
