@@ -149,8 +149,39 @@ def build_op(
     default are omitted); `attrs` are annotations such as `{"lancet.role": "dx"}`
     (Attributes or Python scalars). Raises KernelError on bad shapes or parameters.
     """
+    global _BUILT_NUMBERS
     kernel = get_kernel(kernel_name)
     values = [SSAValue.get(v) for v in inputs]
+    number = _BUILT_NUMBERS.number
+    key: tuple | None = (
+        kernel,  # by identity (a test may register its own kernel under a known name)
+        *[number(v.type) for v in values],
+        None,
+        # the value's type too: 1, 1.0 and True are equal keys, and a check may refuse one
+        *[(name, type(value), value) for name, value in sorted((params or {}).items())],
+    )
+    try:
+        known = _BUILT.get(key)  # type: ignore[arg-type]
+    except TypeError:  # a parameter given as a list: not memoised
+        key, known = None, None
+    if known is None:
+        known = _built_types(kernel, values, params)
+        if key is not None:
+            if len(_BUILT) >= _BUILT_MAX or len(_BUILT_NUMBERS) >= _BUILT_MAX:
+                _BUILT.clear()  # a bound on memory; keys and numbers go together
+                _BUILT_NUMBERS = AttrNumbers()
+            else:
+                _BUILT[key] = known
+    result_types, properties = known
+    attributes = {name: _to_attr(v) for name, v in (attrs or {}).items()}
+    return op_class(kernel_name)(values, list(result_types), attributes, dict(properties))
+
+
+def _built_types(
+    kernel: Kernel, values: Sequence[SSAValue], params: Mapping[str, Any] | None
+) -> tuple[tuple[Attribute, ...], dict[str, Attribute]]:
+    """The result types `build_op` infers and the properties it stores (KernelError on bad
+    shapes or parameters)."""
     resolved = kernel.resolve_params(params)
     outs = kernel.infer([tensor_sig(v.type) for v in values], resolved)
     properties: dict[str, Attribute] = {
@@ -158,8 +189,15 @@ def build_op(
         for name, value in resolved.items()
         if name in (params or {}) and value != kernel.params[name].default
     }
-    attributes = {name: _to_attr(v) for name, v in (attrs or {}).items()}
-    return op_class(kernel_name)(values, [tensor_type(s) for s in outs], attributes, properties)
+    return tuple(tensor_type(s) for s in outs), properties
+
+
+_BUILT: dict[tuple, tuple[tuple[Attribute, ...], dict[str, Attribute]]] = {}
+"""`build_op`'s result types and properties by kernel, operand types (numbered by
+`_BUILT_NUMBERS`) and given parameters: the partitioners build many parts of equal shapes,
+and the shape rules and parameter checks were a third of each build."""
+_BUILT_MAX = 1 << 16
+_BUILT_NUMBERS = AttrNumbers()
 
 
 __all__ = [

@@ -319,6 +319,27 @@ def test_build_op_infers_results_and_writes_params() -> None:
         build_op("gelu", [x], {"bogus": 1})
 
 
+def test_build_op_memo_gives_what_a_fresh_build_gives() -> None:
+    # build_op memoises result types and properties by kernel, operand types and the given
+    # parameters (with their Python types): a second build is the same op, owns its
+    # properties, and a parameter the check refuses is refused however equal it compares
+    x, w = values(t((8, 4)), t((4, 6)))
+    first = build_op("concat", [x, x], {"axis": 1})
+    second = build_op("concat", [x, x], {"axis": 1})
+    assert first.results[0].type == second.results[0].type == t((8, 8))
+    assert first.properties == second.properties == {"axis": IntegerAttr(1, i64)}
+    assert first.properties is not second.properties
+    second.properties["axis"] = IntegerAttr(0, i64)
+    assert build_op("concat", [x, x], {"axis": 1}).properties["axis"] == IntegerAttr(1, i64)
+    with pytest.raises(KernelError, match="parameter 'axis' expects an int, got True"):
+        build_op("concat", [x, x], {"axis": True})  # True == 1, but not an int
+    assert build_op("concat", [x, x], {"axis": 0}).results[0].type == t((16, 4))
+    for _ in range(2):  # an error is not remembered as a result
+        with pytest.raises(KernelError, match="contraction dims differ"):
+            build_op("matmul", [w, w])
+    assert build_op("reduce_sum", [x], {"axes": [0, 1]}).results[0].type == TensorType(f32, [])
+
+
 def test_built_ops_print_and_parse_for_every_kernel_shape() -> None:
     x, w, ids = values(t((8, 4)), t((4, 6)), t((8,), "i32"))
     module = ModuleOp([x, w, ids])
