@@ -235,10 +235,11 @@ class CandidateRun:
                 continue
             built += 1
             tried.append(outcome)
+            dropped_best = kept is not None and faster(outcome, best)
             if faster(outcome, best):
                 best, kept = outcome, trial
             trial = None  # one that lost is garbage before the next is built
-            gc.collect()  # its ops form cycles (parents), which only the collector frees
+            collect_dropped(dropped_best)
         if best is None:
             return Kept("none", math.inf, None, built)
         return Kept(best.label, best.makespan_us, kept, built)
@@ -263,6 +264,21 @@ class CandidateRun:
             apply_result(graph, decision)
             sim.invalidate(item.block)
         return trial if next(pending, None) is None else None
+
+
+def collect_dropped(dropped_best: bool) -> None:
+    """Free the candidate just dropped (its ops form cycles, parent links, which only the
+    cyclic collector frees), then freeze what is still alive (`gc.freeze`: the best
+    candidate so far), so that the collections after the next candidates need not traverse
+    it again (after a 2.4k-op expert split at 24 layers: 0.18 -> 0.02 s). `dropped_best`:
+    the candidate kept until now was dropped for a faster one; it was frozen, and a frozen
+    cycle is never freed, so everything is unfrozen first (that collection traverses it all,
+    as every collection did before). Only when garbage is freed changes, never a result;
+    `lancet_schedule.fewer_collections` unfreezes everything when the pass ends."""
+    if dropped_best:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 @contextmanager
@@ -409,11 +425,13 @@ def _attempt_here(
     outcome, trial = run.attempt(k, stage[0], stage[1], to_beat(own, k, run.bar))
     outcome.records = before + _take(held)
     outcomes[k] = outcome
+    dropped_best = False
     if trial is not None and faster(outcome, own):
+        dropped_best = bool(local)
         local.clear()
         local[k] = trial
     trial = None
-    gc.collect()  # a dropped candidate forms cycles (parents), which only the collector frees
+    collect_dropped(dropped_best)
 
 
 def _worker(run: CandidateRun, assigned: Sequence[tuple[int, str, Stage]], send: Any) -> None:

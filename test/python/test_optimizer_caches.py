@@ -335,3 +335,33 @@ def test_cost_keys_are_equal_exactly_when_signatures_are() -> None:
     # 2.0, tensor<8x4xf32>, 3.0, the reduction and foo.bar's name (an unregistered op holds it
     # as an attribute)
     assert len(keys.numbers) == 5
+
+
+def test_a_dropped_best_candidate_is_freed_though_it_was_frozen() -> None:
+    import gc
+    import weakref
+
+    from lancet_mlir.passes.candidate_run import collect_dropped
+
+    class Node:
+        """A cycle (as a module's ops are, through their parents): only the collector frees it."""
+
+        def __init__(self) -> None:
+            self.me = self
+
+    frozen = gc.get_freeze_count()
+    try:
+        best, loser = Node(), Node()
+        kept, lost = weakref.ref(best), weakref.ref(loser)
+        del loser
+        collect_dropped(False)  # the loser is freed, the best so far frozen
+        assert lost() is None
+        assert kept() is not None
+        assert gc.get_freeze_count() > frozen
+        del best  # a faster candidate replaced it: frozen, it would never be freed
+        gc.collect()
+        assert kept() is not None  # (a frozen cycle is not collected)
+        collect_dropped(True)
+        assert kept() is None
+    finally:
+        gc.unfreeze()
