@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains, resume_point
+from lancet_mlir.optimize.propagate import UNSETTLED, ChainLinks, propagate
 
 
 @dataclass
@@ -54,6 +55,7 @@ def plan_noncritical_fusion(
     if times is None:
         raise ValueError("chains form a cycle")
     evaluations = 1
+    links = ChainLinks(fixed, len(durations))
     k = 1
     while k < len(comm):
         a, b = comm[k - 1], comm[k]
@@ -72,17 +74,13 @@ def plan_noncritical_fusion(
         trial_preds, trial_durations = _merged(preds, succs, durations, a, b, fused_time(group))
         trial_comm = comm[: k - 1] + comm[k:]
         trial_chains = [fixed[0], trial_comm, *fixed[2:]]
-        # the merge changes nothing that starts before `a` (its consumers and `b` start
-        # after it ends): resume from there, the times are the same as from scratch
-        trial = evaluate_chains(
-            trial_preds,
-            trial_durations,
-            trial_chains,
-            resume_point(times, trial_chains, times.start[a]),
-            streamless=free,
+        neighbours = links.unlink(a)
+        trial = _trial_times(
+            trial_preds, succs, trial_durations, trial_chains, links, times, a, b, free
         )
         evaluations += 1
         if trial is None or trial.makespan_us > times.makespan_us:
+            links.relink(a, neighbours)
             k += 1
             continue
         preds, durations, comm, times = trial_preds, trial_durations, trial_comm, trial
@@ -92,6 +90,45 @@ def plan_noncritical_fusion(
         members[b] = group
     groups = [g for _, g in sorted(members.items(), key=lambda item: item[1][0])]
     return FusionPlan(groups, fixed, times, evaluations)
+
+
+def _trial_times(
+    preds: list[list[int]],
+    succs: list[list[int]],
+    durations: list[float],
+    chains: list[list[int]],
+    links: ChainLinks,
+    times: ChainTimes,
+    a: int,
+    b: int,
+    streamless: Sequence[int],
+) -> ChainTimes | None:
+    """The times of the chains with `a` merged into `b` (`preds`, `durations`, `chains` and
+    `links` already merged; `succs` and `times` not yet), None when no block order realises
+    them. The merge gives `b` new producers and duration and `a`'s consumers `b` as
+    producer, so those are recomputed and what changes is propagated (`optimize.propagate`:
+    the same times as evaluating again); where that does not apply (stream-less nodes, a
+    merged op of no duration, a cycle) the chains are evaluated again from `a`'s start (the
+    merge changes nothing that starts before it: `a`'s consumers and `b` start after it
+    ends)."""
+    if not streamless and durations[b] > 0:
+        consumers = succs[a]
+        also_b = set(preds[b])  # b's producers now include a's: they must push to b
+        merged_readers = sorted(set(succs[b]) | set(consumers))
+
+        def readers(v: int) -> list[int]:
+            if v == b:
+                return merged_readers
+            return [*succs[v], b] if v in also_b else succs[v]
+
+        found = propagate(
+            preds, durations, chains, links, times, [b, *consumers], readers, len(durations) + 64
+        )
+        if found is not UNSETTLED:
+            return found
+    return evaluate_chains(
+        preds, durations, chains, resume_point(times, chains, times.start[a]), streamless=streamless
+    )
 
 
 def _merged(
