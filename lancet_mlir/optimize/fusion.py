@@ -17,6 +17,7 @@ stream-less nodes are evaluated with the communication chain as they are (`optim
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -83,9 +84,9 @@ def plan_noncritical_fusion(
             links.relink(a, neighbours)
             k += 1
             continue
+        succs = _succs_after_merge(succs, preds[a], a, b)
         preds, durations, comm, times = trial_preds, trial_durations, trial_comm, trial
         fixed[1] = comm
-        succs = _succs_after_merge(succs, a, b)
         members.pop(a, None)
         members[b] = group
     groups = [g for _, g in sorted(members.items(), key=lambda item: item[1][0])]
@@ -107,12 +108,15 @@ def _trial_times(
     `links` already merged; `succs` and `times` not yet), None when no block order realises
     them. The merge gives `b` new producers and duration and `a`'s consumers `b` as
     producer, so those are recomputed and what changes is propagated (`optimize.propagate`:
-    the same times as evaluating again); where that does not apply (stream-less nodes, a
-    merged op of no duration, a cycle) the chains are evaluated again from `a`'s start (the
-    merge changes nothing that starts before it: `a`'s consumers and `b` start after it
-    ends)."""
-    if not streamless and durations[b] > 0:
+    the same times as evaluating again). A merge that closes a cycle is found first
+    (`_closes_cycle`: propagation may not notice one whose times round away). Where
+    propagation does not apply (stream-less nodes, a merged op of no or infinite duration)
+    or does not settle, the chains are evaluated again from `a`'s start (the merge changes
+    nothing that starts before it: `a`'s consumers and `b` start after it ends)."""
+    if not streamless and 0 < durations[b] < math.inf:
         consumers = succs[a]
+        if _closes_cycle(succs, links, times.start, consumers, b, preds[b]):
+            return None
         also_b = set(preds[b])  # b's producers now include a's: they must push to b
         merged_readers = sorted(set(succs[b]) | set(consumers))
 
@@ -121,14 +125,54 @@ def _trial_times(
                 return merged_readers
             return [*succs[v], b] if v in also_b else succs[v]
 
+        # b first: with no cycle nothing b reads can change, so its time is final at once
         found = propagate(
-            preds, durations, chains, links, times, [b, *consumers], readers, len(durations) + 64
-        )
+            preds, durations, chains, links, times, [b, *consumers], readers,
+            2 * len(durations) + 64, first=b,
+        )  # fmt: skip
         if found is not UNSETTLED:
             return found
     return evaluate_chains(
         preds, durations, chains, resume_point(times, chains, times.start[a]), streamless=streamless
     )
+
+
+def _closes_cycle(
+    succs: list[list[int]],
+    links: ChainLinks,
+    start: Sequence[float],
+    consumers: Sequence[int],
+    b: int,
+    inputs: Sequence[int],
+) -> bool:
+    """True when merging into `b` closes a cycle: one of the first member's `consumers` (which
+    will read `b`) reaches one of `b`'s `inputs` after the merge (its producers, the two
+    members' together) or its new predecessor on the chain (`links`, the first member already
+    unlinked). Every new edge touches `b`, so a cycle leaves it through such a consumer and comes
+    back through such an input, on edges the merge kept. Those keep base start times in order
+    and every input starts by `b`'s start, so the search stays among the ops that start by
+    then (`start`: the times before the merge). Ops in no chain count as finished (as in
+    `evaluate_chains`), so no path goes through them."""
+    targets = set(inputs)
+    if links.prev[b] >= 0:
+        targets.add(links.prev[b])
+    limit = start[b]
+    chained = links.chained
+    seen: set[int] = set()
+    todo = list(consumers)
+    while todo:
+        v = todo.pop()
+        if not chained[v]:
+            continue  # an op in no chain counts as finished: it holds nothing back
+        if v == b or v in targets:
+            return True
+        if v in seen or start[v] > limit:
+            continue
+        seen.add(v)
+        todo.extend(succs[v])
+        if links.next[v] >= 0:
+            todo.append(links.next[v])
+    return False
 
 
 def _merged(
@@ -151,8 +195,14 @@ def _merged(
     return new_preds, new_durations
 
 
-def _succs_after_merge(succs: list[list[int]], a: int, b: int) -> list[list[int]]:
+def _succs_after_merge(
+    succs: list[list[int]], preds_of_a: Sequence[int], a: int, b: int
+) -> list[list[int]]:
+    """Successor lists once `a` is folded into `b`: `b` reads `a`'s producers (`preds_of_a`,
+    before the merge) and is read by `a`'s readers; `a` has no edges."""
     new = list(succs)
     new[b] = sorted(set(succs[a]) | set(succs[b]))
+    for p in preds_of_a:
+        new[p] = sorted({b if s == a else s for s in succs[p]})
     new[a] = []
     return new

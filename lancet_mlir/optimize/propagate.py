@@ -14,14 +14,16 @@ an op in no chain keeps its time (`evaluate_chains` treats it as finished). Reco
 takes ops in the order of their base start times and recomputes an op again when one of its
 inputs changes after it was taken (label-correcting), so the result is the unique solution
 of the formula whatever the order: the same floats as `evaluate_chains` (same `max` and
-`+` on the same operands). A change that closes a cycle of positive duration never settles:
-after `max_steps` recomputations the caller is told (`UNSETTLED`) and evaluates from scratch,
-which detects the cycle.
+`+` on the same operands). That needs the change to close no cycle, which the caller checks
+first (`fusion._closes_cycle`: a cycle can settle here when its times round away, e.g. a
+1e-15 µs op next to 101 µs ones); as a guard against pathological recomputation, after
+`max_steps` the caller is told (`UNSETTLED`) and evaluates from scratch.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 from lancet_mlir.optimize.chains import ChainTimes
@@ -77,15 +79,18 @@ def propagate(
     seeds: Iterable[int],
     readers: Callable[[int], Iterable[int]],
     max_steps: int,
+    first: int | None = None,
 ) -> ChainTimes | None:
     """The times of `chains` (with `preds`, `durations` and `links` in step with them) where
     only the `seeds` have other inputs or durations than in `base`'s evaluation; `readers(v)`
-    are the ops whose producers include v. `UNSETTLED` after `max_steps` recomputations."""
+    are the ops whose producers include v. `UNSETTLED` after `max_steps` recomputations.
+    `first`: a seed taken before all others (one whose inputs the change cannot reach: its
+    readers then see its final time at once, not a stale one to correct later)."""
     start = list(base.start)
     end = list(base.end)
     base_start = base.start
     prev, nxt, chained = links.prev, links.next, links.chained
-    heap = [(base_start[v], v) for v in set(seeds) if chained[v]]
+    heap = [(-math.inf if v == first else base_start[v], v) for v in set(seeds) if chained[v]]
     heapq.heapify(heap)
     queued = {v for _, v in heap}
     steps = 0
