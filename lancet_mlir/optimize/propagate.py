@@ -67,7 +67,8 @@ class ChainLinks:
 
 
 UNSETTLED = None
-"""What `propagate` returns when the change did not settle within `max_steps` (a cycle)."""
+"""What `propagate` returns when the change did not settle within `max_steps` (a cycle the
+caller did not rule out, or more recomputation than a fresh evaluation would cost)."""
 
 
 def propagate(

@@ -235,8 +235,9 @@ class CandidateRun:
                 continue
             built += 1
             tried.append(outcome)
-            dropped_best = kept is not None and faster(outcome, best)
-            if faster(outcome, best):
+            replaced = faster(outcome, best)
+            dropped_best = replaced and kept is not None
+            if replaced:
                 best, kept = outcome, trial
             trial = None  # one that lost is garbage before the next is built
             collect_dropped(dropped_best)

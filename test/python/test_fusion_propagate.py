@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from lancet_mlir.graph.core import Problem
 from lancet_mlir.optimize import fusion
-from lancet_mlir.optimize.chains import evaluate_chains, resume_point, split_chains
+from lancet_mlir.optimize.chains import ChainTimes, evaluate_chains, resume_point, split_chains
 from lancet_mlir.optimize.propagate import UNSETTLED, ChainLinks, propagate
 
 
@@ -38,8 +38,6 @@ def test_a_cycle_never_settles() -> None:
     chains = [[1, 0]]
     assert evaluate_chains(p.preds, p.durations, chains) is None
     links = ChainLinks(chains, 2)
-    from lancet_mlir.optimize.chains import ChainTimes
-
     base = ChainTimes([1.0, 0.0], [2.0, 1.0], 2.0)  # what the chain alone would give
     out = propagate(p.preds, p.durations, chains, links, base, [1], lambda v: p.succs[v], 50)
     assert out is UNSETTLED
