@@ -407,13 +407,14 @@ class CostKeys:
     def key(self, op: Operation) -> tuple:
         """`cost_signature(op)` with every attribute replaced by its number."""
         number = self.numbers.number
-        kept = sorted((k, number(v)) for k, v in op.attributes.items() if k not in NOT_COSTED_ATTRS)
+        given, props = op.attributes, op.properties
+        kept = [(k, number(v)) for k, v in given.items() if k not in NOT_COSTED_ATTRS]
         return (
             op.name,
             tuple([number(v.type) for v in op.operands]),
             tuple([number(r.type) for r in op.results]),
-            tuple(sorted([(k, number(v)) for k, v in op.properties.items()])),
-            tuple(kept),
+            tuple(sorted([(k, number(v)) for k, v in props.items()])) if props else (),
+            tuple(sorted(kept)) if kept else (),
         )
 
 

@@ -17,6 +17,9 @@ from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveM
 
 from lancet_mlir import attrs
 from lancet_mlir.dialects.comm import CollectiveOp, tensor_bytes
+from lancet_mlir.dialects.trace import HostSyncOp as TraceHostSyncOp
+from lancet_mlir.dialects.trace import KernelOp as TraceKernelOp
+from lancet_mlir.dialects.trace import PayloadOp as TracePayloadOp
 from lancet_mlir.dialects.trace import copy_queue as trace_copy_queue
 from lancet_mlir.dialects.trace import is_host_sync as trace_is_host_sync
 from lancet_mlir.dialects.trace import is_virtual as trace_is_virtual
@@ -75,6 +78,33 @@ def collective_kind(op: Operation) -> str | None:
     (it keeps its measured time on a communication stream, as the trace ran it beside the
     kernels); None for compute."""
     return op.KIND if isinstance(op, CollectiveOp) else opaque_comm_kind(op)
+
+
+_SPECIAL_CLASSES: dict[type, bool] = {}
+"""Op classes `_special_nodes` has seen: whether an op of the class is a collective or an
+imported trace op (a kernel, a payload, a host sync) whatever its attributes."""
+
+_SPECIAL_ATTRS = (attrs.TRACE_KIND, attrs.TRACE_COMM, attrs.HOST_SYNC)
+"""The annotations that make any other op a copy, an opaque NCCL kernel or a host sync."""
+
+
+def _special_nodes(ops: Sequence[Operation]) -> list[int]:
+    """The indices of the ops that may be communication, a copy, a host sync or a virtual
+    node (a collective, a trace op, or an op with one of `_SPECIAL_ATTRS`); for every other
+    op `collective_kind` is None and `is_copy`, `is_host_sync` and `is_virtual` are False,
+    so `DataflowGraph.from_ops` asks them only for these (the isinstance checks on xDSL's
+    op classes were a tenth of building a graph)."""
+    special = []
+    for i, op in enumerate(ops):
+        cls = type(op)
+        by_class = _SPECIAL_CLASSES.get(cls)
+        if by_class is None:
+            by_class = _SPECIAL_CLASSES[cls] = issubclass(
+                cls, CollectiveOp | TraceKernelOp | TracePayloadOp | TraceHostSyncOp
+            )
+        if by_class or (op.attributes and any(a in op.attributes for a in _SPECIAL_ATTRS)):
+            special.append(i)
+    return special
 
 
 @dataclass
@@ -142,18 +172,24 @@ class DataflowGraph:
         for i, ps in enumerate(preds):
             for p in ps:
                 succs[p].append(i)  # i grows, so every succs list stays sorted
-        kinds = [collective_kind(op) for op in ops]
+        kinds: list[str | None] = [None] * len(ops)
+        payload = [0] * len(ops)
+        copies = [False] * len(ops)
+        queues = [0] * len(ops)
+        syncs = [False] * len(ops)
+        virtual = [False] * len(ops)
+        for i in _special_nodes(ops):
+            op = ops[i]
+            kinds[i] = kind = collective_kind(op)
+            if isinstance(op, CollectiveOp):
+                payload[i] = op.payload_bytes()
+            elif kind is not None:
+                payload[i] = opaque_comm_bytes(op)
+            copies[i] = copy = is_copy(op)
+            queues[i] = int(copy_queue(op)) if copy else 0
+            syncs[i] = is_host_sync(op)
+            virtual[i] = is_virtual(op)
         is_comm = [k is not None for k in kinds]
-        payload = [
-            op.payload_bytes()
-            if isinstance(op, CollectiveOp)
-            else (opaque_comm_bytes(op) if c else 0)
-            for op, c in zip(ops, is_comm, strict=True)
-        ]
-        copies = [is_copy(op) for op in ops]
-        queues = [int(copy_queue(op)) if c else 0 for op, c in zip(ops, copies, strict=True)]
-        syncs = [is_host_sync(op) for op in ops]
-        virtual = [is_virtual(op) for op in ops]
         return cls(
             block,
             ops,
@@ -272,12 +308,18 @@ def first_forward_use(ops: Sequence[Operation]) -> tuple[int, int] | None:
     `DataflowGraph.from_ops(ops).first_use_before_def()` finds, without building the graph
     (memory-order edges always point backwards, so they never make a forward use)."""
     index = {op: i for i, op in enumerate(ops)}
+    find = index.get
     for i, op in enumerate(ops):
-        producers = _producers(op, i, index, None)
-        if producers:
-            late = max(producers)
-            if late > i:
-                return i, late
+        if op.regions:
+            late = max(_producers(op, i, index, None), default=-1)
+        else:  # `_producers`' common case, only the latest kept (this runs on every check)
+            late = -1
+            for operand in op.operands:
+                p = find(operand.owner)  # type: ignore[arg-type]
+                if p is not None and p > late and p != i:
+                    late = p
+        if late > i:
+            return i, late
     return None
 
 

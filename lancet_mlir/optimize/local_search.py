@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from lancet_mlir.graph.core import Problem
-from lancet_mlir.optimize.chains import ChainTimes, Reach, evaluate, reachability, resume_point
+from lancet_mlir.optimize.chains import (
+    ChainTimes,
+    Reach,
+    SuffixMarks,
+    evaluate,
+    reachability,
+    resume_point,
+)
 
 STEP_OFFSETS = (1, 2, 3, 5, 9, 17, 33, 65)
 """How far (in chain positions) a move shifts an op: near moves first, then doubling jumps."""
@@ -93,6 +100,7 @@ class ChainSearch:
         # work before each position of the incumbent chains: a move keeps the chain prefix
         # before its resume point, so the work after it is the incumbent's there
         done = [list(accumulate((durations[v] for v in c), initial=0.0)) for c in self.chains]
+        marks = SuffixMarks(self.times, self.chains)  # every move resumes from the incumbent
         for stream, chain_new, changed_from in self._candidates():
             if self.evaluations >= self.budget:
                 break
@@ -104,7 +112,7 @@ class ChainSearch:
             # soon as it cannot get there (`bound`); the result is the same
             limit = current if best is None else best[0]
             work = tuple(d[-1] - d[k] for d, k in zip(done, resume[1], strict=True))
-            times = evaluate(self.problem, chains, resume, (limit, work))
+            times = evaluate(self.problem, chains, resume, (limit, work), marks)
             if times is None or times.makespan_us >= current:
                 continue
             if best is None or times.makespan_us < best[0]:

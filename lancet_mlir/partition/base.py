@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import TensorType
+from functools import cache
+
+from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.ir import Operation, OpResult, SSAValue
 
 from lancet_mlir.graph.dataflow import DataflowGraph, op_display_name
@@ -20,6 +22,14 @@ class PartitionError(ValueError):
     def __init__(self, message: str, op: Operation | None = None) -> None:
         super().__init__(message)
         self.op = op
+
+
+@cache
+def part_attr(k: int) -> IntegerAttr:
+    """The `lancet.part` value of part `k`, one object per k: attributes are immutable, so
+    the parts share it (a new one per copy was about 3 % of building a token candidate, and
+    a shared object numbers by identity: `support.numbering`)."""
+    return IntegerAttr(k, i64)
 
 
 def part_sizes(rows: int, n: int) -> list[int]:

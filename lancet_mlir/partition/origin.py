@@ -23,6 +23,7 @@ region op whose result it rebuilds, then that result's first reader outside the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr, f64, i64
 from xdsl.ir import Operation
@@ -66,11 +67,26 @@ def mark_derived(part: Operation, whole: Operation, share: float | None = None) 
         part.attributes.pop(attrs.ORIGIN, None)
         part.attributes.pop(attrs.SHARE, None)
         return
-    part.attributes[attrs.ORIGIN] = StringAttr(key)
+    part.attributes[attrs.ORIGIN] = origin_attr(key)
     if share < 1.0:
-        part.attributes[attrs.SHARE] = FloatAttr(share, f64)
+        part.attributes[attrs.SHARE] = share_attr(share)
     else:
         part.attributes.pop(attrs.SHARE, None)
+
+
+@lru_cache(maxsize=1 << 12)
+def origin_attr(key: str) -> StringAttr:
+    """The `lancet.origin` value of `key`, one object per key while it is used: attributes are
+    immutable, so the parts of an op share it (a new one per part was about 2 % of building a
+    token candidate) and number by identity (`support.numbering`)."""
+    return StringAttr(key)
+
+
+@lru_cache(maxsize=1 << 12)
+def share_attr(share: float) -> FloatAttr:
+    """The `lancet.share` value `share` (in (0, 1): no -0.0 to tell from 0.0), shared as
+    `origin_attr` is."""
+    return FloatAttr(share, f64)
 
 
 def moved_origin(candidates: Sequence[Operation | None]) -> tuple[str, float] | None:
@@ -101,7 +117,7 @@ def mark_moved(ops: Sequence[Operation], candidates: Sequence[Operation | None])
         return
     key, nbytes = found
     for op in ops:
-        op.attributes[attrs.ORIGIN] = StringAttr(key)
+        op.attributes[attrs.ORIGIN] = origin_attr(key)
         # whole bytes (an integer prints plainly; a part's bytes over its share round off
         # by less than a byte)
         op.attributes[attrs.ORIGIN_BYTES] = IntegerAttr(max(1, round(nbytes)), i64)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lancet_mlir import attrs
@@ -34,7 +34,7 @@ from lancet_mlir.dialects.comm import AllToAllOp, CollectiveOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.graph.rewrite import relink
 from lancet_mlir.partition.axes import AxisSolution, Chunking
-from lancet_mlir.partition.base import ValueRef, part_sizes, shape_of, value_ref
+from lancet_mlir.partition.base import ValueRef, part_attr, part_sizes, shape_of, value_ref
 from lancet_mlir.partition.origin import mark_moved
 from lancet_mlir.partition.phased import ARBITRARY, EPILOGUE, PRELUDE, part_phase, phased_simulate
 from lancet_mlir.partition.rewriter import carried_annotations, role_of
@@ -267,7 +267,7 @@ class RegionBuilder:
             self._record(i, k, self.shared.made[shared_key][0][0])
             return
         carried: dict[str, Attribute] = carried_annotations(o)
-        carried[attrs.PART] = IntegerAttr(k, i64)
+        carried[attrs.PART] = part_attr(k)
         shapes = [
             part_shape(shape_of(res) or (), slot, self.n, k) if isinstance(slot, tuple) else None
             for res, slot in zip(o.results, outs, strict=True)

@@ -3,7 +3,7 @@ compute, partial sums of weight gradients, reassembly of values still needed who
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lancet_mlir import attrs
@@ -11,6 +11,7 @@ from lancet_mlir.dialects.comm import AllToAllOp
 from lancet_mlir.graph.dataflow import DataflowGraph
 from lancet_mlir.partition.base import (
     ValueRef,
+    part_attr,
     shape_of,
     value_of,
     value_ref,
@@ -123,7 +124,7 @@ class PartitionRewriter:
         out_type = chunk_type(like.results[0].type, axis, self.n)
         op = AllToAllOp([value], [out_type], dict(like.properties))
         op.attributes.update(carried_annotations(like))
-        op.attributes[attrs.PART] = IntegerAttr(k, i64)
+        op.attributes[attrs.PART] = part_attr(k)
         if like.results[0].name_hint:
             op.results[0].name_hint = f"{like.results[0].name_hint}_part{k}"
         return op
@@ -153,7 +154,7 @@ class PartitionRewriter:
             for v, ax in zip(o.operands, in_axes, strict=True)
         ]
         carried: dict[str, Attribute] = carried_annotations(o)
-        carried[attrs.PART] = IntegerAttr(k, i64)
+        carried[attrs.PART] = part_attr(k)
         clone = clone_kernel_op(o, inputs, carried)
         for j, (res, old) in enumerate(zip(clone.results, o.results, strict=True)):
             self.chunks.setdefault((node, j), []).append(res)

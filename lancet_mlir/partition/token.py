@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i64
+from xdsl.dialects.builtin import FloatAttr, f64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from lancet_mlir import attrs
@@ -63,6 +63,7 @@ from lancet_mlir.partition.axes import Slot, op_options
 from lancet_mlir.partition.base import (
     PartitionError,
     node_name,
+    part_attr,
     part_sizes,
     shape_of,
     value_ref,
@@ -430,7 +431,7 @@ class TokenBuilder:
     # ---- helpers -------------------------------------------------------------------------
     def _attrs(self, like: Operation, k: int, fill: bool) -> dict[str, Attribute]:
         out = carried_annotations(like)
-        out[attrs.PART] = IntegerAttr(k, i64)
+        out[attrs.PART] = part_attr(k)
         if fill:
             out[attrs.FILL] = FloatAttr(self.fill[k], f64)
         return out
