@@ -240,9 +240,11 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
                            `moe-partition{algo=...}` on the module first; none: schedule only
       extend-min-idle=F    partition=auto builds token-8-all only when the best schedule so
                            far leaves compute idle >= F of its makespan (default 0.03; 0:
-                           always, as far as its compute allows; > 1: never)
+                           always, as far as its compute allows; > 1: never; refused with
+                           another partition than auto)
       jobs=N               processes for the candidates of partition=auto (default 1; 2 or
-                           more: one forked worker, the same result in less wall time)
+                           more: one forked worker, the same result in less wall time;
+                           refused with another partition)
       fusion=true|false    non-critical all-reduce fusion (default true)
       max-seconds=F        local-search budget, converted to evaluations (default 10; 0 = off;
                            with partition=auto shared evenly by the candidates)
@@ -451,6 +453,17 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1:
             raise PassFailedException(
                 f"{self.name}: jobs must be an integer >= 1, got {self.jobs!r}"
+            )
+        # the options of the candidates are refused without them, not ignored
+        ignored = [f"jobs={self.jobs}"] if self.jobs != 1 else []
+        if self.extend_min_idle != EXTENDED_MIN_IDLE:
+            ignored.append(f"extend-min-idle={self.extend_min_idle:g}")
+        if self.partition != "auto" and ignored:
+            raise PassFailedException(
+                f"{self.name}: {'options' if len(ignored) > 1 else 'option'} "
+                f"{' and '.join(ignored)} {'apply' if len(ignored) > 1 else 'applies'} to "
+                "partition=auto only "
+                f"(partition={self.partition} schedules one module); drop it"
             )
 
 

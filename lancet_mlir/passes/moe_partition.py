@@ -121,7 +121,8 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     axis: str = "capacity"
     """`capacity` (expert capacity slots) or `token` (whole MoE layers in token parts)."""
     extend: str = "forward"
-    """With `axis=token`: the regions around each layer split too (`none`, `forward`, `all`)."""
+    """With `axis=token`: the regions around each layer split too (`none`, `forward`, `all`;
+    another value than the default with `axis=capacity` is refused: it would be ignored)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.algo is not None and self.axis == "token":
@@ -140,6 +141,11 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         if self.axis not in AXES:
             raise PassFailedException(
                 f"{self.name}: option axis must be one of {', '.join(AXES)}, got {self.axis}"
+            )
+        if self.axis != "token" and self.extend != "forward":
+            raise PassFailedException(
+                f"{self.name}: option extend={self.extend} applies to axis=token only "
+                f"(axis={self.axis} splits the expert range of each all-to-all pair); drop it"
             )
         check_int(self.name, "max-parts", self.max_parts, 2)
         if self.parts is not None:

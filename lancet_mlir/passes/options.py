@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -99,14 +100,32 @@ class CheckedOptions:
         """Check every given option's values, then build the pass as xDSL does."""
         hints = get_type_hints(cls)
         known = [f.name for f in dataclasses.fields(cls) if f.init and f.name != "name"]  # type: ignore[arg-type]
-        for option, values in spec.normalize_parameter_names().parameters.items():
+        given = spec.normalize_parameter_names().parameters
+        for option, values in given.items():
             if option not in known:
                 raise PassFailedException(f"{cls.name}: {_unknown(option, known)}")
+            given[option] = values = _numbers_read(values, hints[option])
             check_option_values(cls.name, option, list(values), hints[option])
         try:
-            return super().from_spec(spec)  # type: ignore[misc]
+            return super().from_spec(ArgSpec(spec.name, given))  # type: ignore[misc]
         except ValueError as exc:
             raise PassFailedException(f"{cls.name}: {exc}") from None
+
+
+_EXPONENT_LITERAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+"""A number with an exponent and maybe no dot (`1e1`, `5e-3`), which xDSL's pipeline lexer
+reads as a bare word (it reads `1.0e1` as a float)."""
+
+
+def _numbers_read(values: Any, hint: Any) -> Any:
+    """`values` with each exponent literal read as a float, for an option that takes
+    numbers and no strings (for a string option it stays the word typed)."""
+    kinds, _ = _scalar_types(hint)
+    if float not in kinds or str in kinds:
+        return values
+    return type(values)(
+        float(v) if isinstance(v, str) and _EXPONENT_LITERAL.fullmatch(v) else v for v in values
+    )
 
 
 def _unknown(option: str, known: list[str]) -> str:

@@ -52,6 +52,9 @@ class OutputDiff:
     max_rel_err: float
     ok: bool
     note: str = ""
+    nonfinite: int = 0
+    """Elements that are NaN or infinite in the second run (the reference): they compare
+    equal only by position (NaN to NaN), so such an output proves little."""
 
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
@@ -124,6 +127,10 @@ class CompareResult:
         """Largest relative error over all outputs (0 when there are none)."""
         return max((d.max_rel_err for d in self.diffs), default=0.0)
 
+    def nonfinite(self) -> list[OutputDiff]:
+        """The outputs whose reference holds NaN or infinite elements (`OutputDiff.nonfinite`)."""
+        return [d for d in self.diffs if d.nonfinite]
+
     def failures(self) -> list[OutputDiff]:
         """The outputs beyond tolerance."""
         return [d for d in self.diffs if not d.ok]
@@ -149,7 +156,8 @@ def diff_arrays(
         return OutputDiff(rank, index, a.shape, str(a.dtype), 0.0, 0.0, True)
     rtol, atol = tolerances(str(a.dtype), rtol, atol)
     x, y = a.astype(np.float64), b.astype(np.float64)
-    err = np.abs(x - y)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, judged below (no numpy warning line)
+        err = np.abs(x - y)
     # equal infinities/NaNs count as equal, like numpy.isclose(equal_nan=True)
     same = (x == y) | (np.isnan(x) & np.isnan(y))
     err = np.where(same, 0.0, err)
@@ -157,7 +165,10 @@ def diff_arrays(
     nonzero = y != 0
     rel = np.where((err == 0) | ~nonzero, 0.0, err / np.where(nonzero, np.abs(y), 1.0))
     ok = bool(np.all(same | (err <= atol + rtol * np.abs(y))))
-    return OutputDiff(rank, index, a.shape, str(a.dtype), float(err.max()), float(rel.max()), ok)
+    nonfinite = int(y.size - np.count_nonzero(np.isfinite(y)))
+    return OutputDiff(
+        rank, index, a.shape, str(a.dtype), float(err.max()), float(rel.max()), ok, "", nonfinite
+    )
 
 
 def compare_results(

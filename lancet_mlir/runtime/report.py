@@ -32,6 +32,23 @@ def summary_line(result: CompareResult, name_a: str, name_b: str) -> str:
     )
 
 
+def nonfinite_line(result: CompareResult) -> str | None:
+    """A warning when outputs of the reference run hold NaN or infinities (None: none do):
+    those elements match by position only, so a wrong computation that also overflows
+    there compares as the same."""
+    bad = result.nonfinite()
+    if not bad:
+        return None
+    first = bad[0]
+    ranks = len({d.rank for d in bad})
+    return (
+        f"warning: {len(bad)} of {len(result.diffs)} outputs hold NaN or infinite values on "
+        f"{ranks} rank{'s' if ranks != 1 else ''} (first: rank {first.rank} result "
+        f"{first.index}, {first.nonfinite} elements); there they match by position only, "
+        "so the comparison proves less (the step overflows or divides by zero in its dtype)"
+    )
+
+
 def rounding_line(result: CompareResult) -> str:
     """What the f64 rerun of a failed comparison says (`compare.diagnose`)."""
     again = result.rounding
@@ -64,6 +81,9 @@ def print_compare(
     console.print(summary_line(result, name_a, name_b), markup=False)
     if result.rounding is not None:
         console.print(rounding_line(result), markup=False)
+    warning = nonfinite_line(result)
+    if warning is not None:
+        console.print(warning, markup=False)
     rows = result.diffs if verbose else result.failures()[:FAILURE_ROWS]
     if rows:
         console.print(_table(rows))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import io
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -70,6 +71,10 @@ OUTPUTS_STAGE = "schedule outputs (--timeline, --report, --gantt)"
 PIPELINE_ALIASES: dict[str, str] = {
     "data_parallel_schedule": "data-parallel-schedule",
 }
+
+
+_NOTHING = re.compile(r"(\s|//[^\n]*)*")
+"""Text without an op: whitespace and `//` comments only."""
 
 
 class LancetOptMain(xDSLOptMain):
@@ -110,6 +115,8 @@ class LancetOptMain(xDSLOptMain):
             # verifier and pass errors name file:line:col (support/locations.py)
             name = self.get_input_name()
             text = decode_text(chunk.read(), name)
+            if not self.args.no_implicit_module and _NOTHING.fullmatch(text):
+                return ModuleOp([])  # as mlir-opt reads an empty file
             parser = LocatingParser(self.ctx, text, name, self._chunk_offset)
             return parser.parse_module(not self.args.no_implicit_module)
 
@@ -155,6 +162,7 @@ class LancetOptMain(xDSLOptMain):
         # built as xDSL's setup_pipeline does, with our callback (xDSL's prints --time-passes
         # lines to stdout, ahead of the IR) and the outputs' `simulate` pass appended
         pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes)
+        opt_outputs.check_pipeline_outputs(self.args, pipeline.passes)
         self._outputs_pass = opt_outputs.outputs_pass(self.args)
         appended = (self._outputs_pass,) if self._outputs_pass is not None else ()
         self.pipeline = PassPipeline((*pipeline.passes, *appended), self._between_passes)

@@ -62,6 +62,8 @@ def _load(target: str) -> tuple[Any, Sequence[Any]]:
     sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # the script's own `sys.exit()`: no step to export
+        raise UserError(f"{script} called sys.exit({exc.code!r}) while loading") from None
     finally:
         sys.path.pop(0)
     func = getattr(module, name, None)
@@ -69,6 +71,8 @@ def _load(target: str) -> tuple[Any, Sequence[Any]]:
         raise UserError(f"{script}: has no function '{name}'")
     try:
         made = func()
+    except SystemExit as exc:
+        raise UserError(f"{target} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - the user's code: say where it failed
         detail = str(exc).strip().splitlines()
         raise UserError(

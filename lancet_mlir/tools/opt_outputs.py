@@ -199,6 +199,30 @@ def check_output_paths(args: argparse.Namespace) -> None:
         )
 
 
+def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> None:
+    """Before any work: no two outputs name one file, counting the `report=`, `timeline=`
+    and `gantt=` of each `simulate` in the pipeline with the flags' (`simulate{report=
+    "k.json"}` with `--report k.json`: the pipeline's report would be lost)."""
+    from lancet_mlir.sim.outputs import same_target
+    from lancet_mlir.support.files import STDOUT
+
+    named = [
+        (_flag_name(flag), path) for flag in OUTPUT_FLAGS if (path := getattr(args, flag, None))
+    ]
+    for k, stage in enumerate(passes):
+        if not isinstance(stage, SimulatePass):
+            continue
+        for field in ("report", "timeline", "gantt"):
+            path = getattr(stage, field)
+            if path:
+                named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
+    for k, (what, path) in enumerate(named):
+        for other, other_path in named[:k]:
+            if path != STDOUT and same_target(path, other_path):
+                raise UserError(f"{what} {path}: {other} writes that file too; give each "
+                                "output its own file")  # fmt: skip
+
+
 def _flag_name(dest: str) -> str:
     return "-o" if dest == "output_file" else "--" + dest.replace("_", "-")
 

@@ -100,6 +100,17 @@ def test_bad_input_gives_one_error_line(case: str, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [src]  # no temporary file left behind either
 
 
+def test_an_empty_input_is_an_empty_module(tmp_path: Path) -> None:
+    # as mlir-opt reads one (it was "1:1: Could not parse entire input!")
+    for text in ("", "\n  \n", "// only a comment\n\n// and another"):
+        src = tmp_path / "empty.mlir"
+        src.write_text(text)
+        res = run_tool(["lancet-opt", str(src), "-p", "lancet-schedule"])
+        assert (res.returncode, res.stdout, res.stderr) == (0, "builtin.module {\n}\n\n", "")
+    res = run_tool(["lancet-opt", str(src), "--no-implicit-module"])
+    assert res.returncode == 1  # without the implicit module there is no op to take
+
+
 def test_missing_input_file(tmp_path: Path) -> None:
     res = run_tool(["lancet-opt", str(tmp_path / "nope.mlir")])
     assert res.returncode == 1

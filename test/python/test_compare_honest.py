@@ -46,6 +46,26 @@ def test_the_relative_error_at_an_exact_zero_is_not_1e301() -> None:
     assert d.ok
 
 
+def test_outputs_with_nan_or_inf_are_flagged() -> None:
+    from lancet_mlir.runtime.compare import CompareResult
+    from lancet_mlir.runtime.report import nonfinite_line
+
+    nan, inf = float("nan"), float("inf")
+    # NaN against NaN is equal by position: a wrong step that also overflows there passes
+    d = diff_arrays(np.array([nan, inf, 1.0]), np.array([nan, inf, 1.0]), rank=1, index=4)
+    assert d.ok
+    assert d.nonfinite == 2
+    clean = diff_arrays(np.array([1.0]), np.array([1.0]), rank=0, index=0)
+    assert clean.nonfinite == 0
+    assert nonfinite_line(CompareResult(diffs=[clean])) is None
+    line = nonfinite_line(CompareResult(diffs=[clean, d]))
+    assert line is not None
+    assert line.startswith(
+        "warning: 1 of 2 outputs hold NaN or infinite values on 1 rank (first: rank 1 result 4, "
+        "2 elements)"
+    )
+
+
 def test_default_tolerances_go_by_dtype() -> None:
     assert tolerances("float64", None, None) == (1e-9, 1e-12)
     assert tolerances("float32", None, None) == (1e-4, 1e-5)

@@ -544,6 +544,21 @@ def test_sgd_and_adam_one_step() -> None:
         get_kernel("sgd_update").infer([TensorSig((2,), "f32"), TensorSig((3,), "f32")])
 
 
+def test_adam_on_f16_computes_in_f32() -> None:
+    # in f16 itself eps = 1e-8 rounds to 0 and g² = 1e-8 underflows: the update was 0 / 0
+    p = np.array([1.0, -2.0], dtype=np.float16)
+    g = np.array([1e-4, 0.0], dtype=np.float16)
+    zeros = np.zeros(2, np.float16)
+    p1, m1, v1 = run("adam_update", p, g, zeros, zeros, lr=0.1)
+    assert p1.dtype == m1.dtype == v1.dtype == np.float16
+    assert np.isfinite(p1).all()
+    # m̂ = g, v̂ = g² in f32 (1e-8 as f32): p -= 0.1 · g / (|g| + eps), about 0.1 for g != 0
+    np.testing.assert_allclose(p1.astype(np.float64), [0.9, -2.0], rtol=2e-3)
+    # the moments are the f32 ones rounded to f16 (g² itself is below f16's range)
+    assert m1.tolist() == [np.float16(0.1 * np.float32(1e-4)), 0.0]
+    assert v1.tolist() == [0.0, 0.0]
+
+
 def test_fill_and_zeros() -> None:
     f = one("fill", shape=(2, 3), dtype="i32", value=7.0)
     assert f.dtype == np.int32

@@ -27,6 +27,8 @@ from lancet_mlir.graph.rewrite import fuse_collectives
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.passes.comm_bucket_fusion import CommBucketFusionPass
 from lancet_mlir.passes.ddp_bucket_schedule import DdpBucketSchedulePass
+from lancet_mlir.passes.lancet_schedule import LancetSchedulePass
+from lancet_mlir.passes.moe_partition import MoePartitionPass
 from lancet_mlir.passes.tutel_pipeline import TutelPipelinePass
 
 T = "tensor<16xf32>"
@@ -215,6 +217,22 @@ def test_bad_option_types_name_the_pass_and_option(spec: str, message: str) -> N
             "ddp-bucket-schedule: bucket-bytes must be >= 1, got -3",
         ),
         (TutelPipelinePass(degree=0), "tutel-pipeline: degree must be >= 1, got 0"),
+        # options that another option makes meaningless are refused, not ignored
+        (
+            MoePartitionPass(extend="all"),
+            "moe-partition: option extend=all applies to axis=token only (axis=capacity splits "
+            "the expert range of each all-to-all pair); drop it",
+        ),
+        (
+            LancetSchedulePass(partition="none", jobs=2),
+            "lancet-schedule: option jobs=2 applies to partition=auto only (partition=none "
+            "schedules one module); drop it",
+        ),
+        (
+            LancetSchedulePass(partition="dp", jobs=3, extend_min_idle=0.5),
+            "lancet-schedule: options jobs=3 and extend-min-idle=0.5 apply to partition=auto "
+            "only (partition=dp schedules one module); drop it",
+        ),
     ],
 )
 def test_bad_option_values_from_python(pass_, message: str) -> None:
@@ -233,6 +251,28 @@ def test_good_options_still_parse() -> None:
     assert (fusion.bucket_bytes, fusion.kinds) == (64, ("allreduce", "allgather"))
     assert (schedule.comm_streams, schedule.overlap_slowdown) == (2, 2)
     assert simulate.overlap_slowdown == 1.5
+
+
+def test_exponent_literals_are_numbers() -> None:
+    # xDSL's pipeline lexer reads `1e1` (no dot) as a bare word; a number option takes it
+    pipeline = PassPipeline.parse_spec(
+        get_all_passes(),
+        "lancet-schedule{max-seconds=1e1 overlap-slowdown=15e-1},simulate{overlap-slowdown=2E0}",
+    )
+    schedule, simulate = pipeline.passes
+    assert (schedule.max_seconds, schedule.overlap_slowdown) == (10.0, 1.5)
+    assert simulate.overlap_slowdown == 2.0
+    # an integer option does not, and a word that only starts like one is still refused
+    for spec, message in (
+        ("lancet-schedule{jobs=1e1}", "lancet-schedule: option jobs expects an integer, got '1e1'"),
+        (
+            "lancet-schedule{max-seconds=1e1x}",
+            "lancet-schedule: option max-seconds expects a number, got '1e1x'",
+        ),
+    ):
+        with pytest.raises(PassFailedException) as info:
+            PassPipeline.parse_spec(get_all_passes(), spec)
+        assert str(info.value) == message
 
 
 def test_cli_bad_option_type_is_one_line(tmp_path) -> None:

@@ -123,6 +123,32 @@ def test_bad_output_options_fail_naming_the_option(options: str, message: str) -
     assert str(info.value) == message
 
 
+def test_outputs_of_the_pipeline_and_the_flags_name_distinct_files(tmp_path: Path) -> None:
+    # an outside review: the pipeline's report was silently replaced by --report's
+    model = tmp_path / "m.mlir"
+    model.write_text(STEP)
+    old = tmp_path / "k.json"
+    old.write_text("old")
+    for spec, flags, message in (
+        (f'simulate{{report="{old}"}},program-order', ["--report", str(old)],
+         f"simulate{{report=}} (pass 1) {old}: --report writes that file too"),
+        (f'simulate{{report="{old}"}},simulate{{gantt="{tmp_path}/g.png" timeline="{old}"}}', [],
+         f"simulate{{timeline=}} (pass 2) {old}: simulate{{report=}} (pass 1) writes that file"),
+    ):  # fmt: skip
+        proc = subprocess.run([str(BIN / "lancet-opt"), str(model), "-p", spec, *flags, "-o",
+                               os.devnull], capture_output=True, text=True, check=False)  # fmt: skip
+        assert proc.returncode == 1
+        assert proc.stderr.startswith(f"lancet-opt: error: {message}")
+        assert len(proc.stderr.splitlines()) == 1
+        assert old.read_text() == "old"  # refused before anything ran
+    assert not (tmp_path / "g.png").exists()
+    # distinct files (and several to /dev/null) are fine
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _lancet_opt([str(model), "-p", f'simulate{{report="{a}" timeline="{os.devnull}"}}',
+                 "--report", str(b), "--timeline", os.devnull, "-o", os.devnull])  # fmt: skip
+    assert json.loads(a.read_text())["makespan_us"] == json.loads(b.read_text())["makespan_us"]
+
+
 def test_xdsl_opt_cannot_replace_its_input_module_with_a_report(tmp_path: Path) -> None:
     module = tmp_path / "m.mlir"
     module.write_text(STEP)

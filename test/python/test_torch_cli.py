@@ -88,3 +88,22 @@ def test_raising_make_step_is_named(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert res.stderr == f"lancet-torch: error: {script}:make_step raised RuntimeError: boom\n"
     assert not out.exists()
+
+
+def test_a_script_that_exits_is_named(tmp_path: Path) -> None:
+    # it exited with the script's code and no error line
+    for body, message in (
+        (
+            "import sys\ndef make_step():\n    sys.exit(3)\n",
+            "{script}:make_step called sys.exit(3)",
+        ),
+        ("import sys\nsys.exit(0)\n", "{script} called sys.exit(0) while loading"),
+    ):
+        script = tmp_path / "mystep.py"
+        script.write_text(body)
+        out = tmp_path / "out.mlir"
+        res = _run("lancet-torch", "export", f"{script}:make_step", "--world-size", "2",
+                   "-o", str(out))  # fmt: skip
+        assert res.returncode == 1
+        assert res.stderr == f"lancet-torch: error: {message.format(script=script)}\n"
+        assert not out.exists()

@@ -90,7 +90,12 @@ def _sgd(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
 
 @implements("adam_update")
 def _adam(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]:
-    param, grad, m, v = xs
+    """Adam in at least f32 arithmetic, results in the parameter's dtype: as the fused GPU
+    optimizers compute an f16 step (in f16 itself `eps = 1e-8` is 0 and `grad * grad`
+    underflows, so the update is 0 / 0)."""
+    dtype = dtype_of(xs[0])
+    wide = xp.promote_types(xs[0].dtype, xp.float32)
+    param, grad, m, v = (xp.asarray(x, dtype=wide) for x in xs)
     f = param.dtype.type
     b1, b2, step = p["beta1"], p["beta2"], p["step"]
     m_new = f(b1) * m + f(1 - b1) * grad
@@ -98,4 +103,4 @@ def _adam(xp: ArrayNamespace, xs: list[Array], p: dict[str, Any]) -> list[Array]
     m_hat = m_new / f(1 - b1**step)  # bias correction
     v_hat = v_new / f(1 - b2**step)
     param_new = param - f(p["lr"]) * m_hat / (xp.sqrt(v_hat) + f(p["eps"]))
-    return cast(xp, [param_new, m_new, v_new], dtype_of(param))
+    return cast(xp, [param_new, m_new, v_new], dtype)
