@@ -69,7 +69,9 @@ def mark_derived(part: Operation, whole: Operation, share: float | None = None) 
         return
     part.attributes[attrs.ORIGIN] = origin_attr(key)
     if share < 1.0:
-        part.attributes[attrs.SHARE] = share_attr(share)
+        # in (0, 1): shared per value (0.0 and -0.0 are equal keys of a cache, not equal attributes)
+        cached = share > 0.0
+        part.attributes[attrs.SHARE] = share_attr(share) if cached else FloatAttr(share, f64)
     else:
         part.attributes.pop(attrs.SHARE, None)
 
@@ -84,8 +86,8 @@ def origin_attr(key: str) -> StringAttr:
 
 @lru_cache(maxsize=1 << 12)
 def share_attr(share: float) -> FloatAttr:
-    """The `lancet.share` value `share` (in (0, 1): no -0.0 to tell from 0.0), shared as
-    `origin_attr` is."""
+    """The `lancet.share` value `share`, shared as `origin_attr` is; for a share > 0 only (0.0
+    and -0.0 are one key of the cache but two attributes)."""
     return FloatAttr(share, f64)
 
 

@@ -44,6 +44,10 @@ ALGOS = ("dp", "range")
 AXES = ("capacity", "token")
 
 
+MAX_PARTS = 8
+"""The default `max-parts`: the largest part count tried when none is forced."""
+
+
 @dataclass(frozen=True)
 class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     """Split every MoE layer's all-to-all pair and the compute around it into n parts
@@ -79,7 +83,9 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
                      to divide them
       parts=N        force N parts on every pair (N >= 2, uneven parts too; the pass fails
                      naming the op and dimension when a part would get no row); skips the
-                     never-worse checks
+                     never-worse checks, so the simulator options (comm-streams,
+                     overlap-slowdown, launch-overhead-us) do not change its output; with
+                     max-parts other than 8 it is refused (max-parts would be ignored)
       axis=capacity|token
                      capacity (default): the regions above, split along the capacity slots;
                      token: each whole MoE layer (gate, dispatch, expert FFN, combine and
@@ -114,7 +120,7 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
     algo: str | None = None
     """`dp` (the DP chooses the range within each layer) or `range` (the layer's whole range);
     None: dp (an explicit algo with axis=token is refused: it would be ignored)."""
-    max_parts: int = 8
+    max_parts: int = MAX_PARTS
     """Largest part count tried (>= 2); every count from 2 that fits is costed."""
     parts: int | None = None
     """Force this many parts (>= 2) on every pair, uneven ones too; None: choose."""
@@ -150,6 +156,11 @@ class MoePartitionPass(CostOptions, CheckedOptions, ModulePass):
         check_int(self.name, "max-parts", self.max_parts, 2)
         if self.parts is not None:
             check_int(self.name, "parts", self.parts, 2)
+            if self.max_parts != MAX_PARTS:
+                raise PassFailedException(
+                    f"{self.name}: option max-parts={self.max_parts} applies without parts "
+                    f"(parts={self.parts} forces the count); drop one"
+                )
         check_dominance(op)
         model = self.cost_model(op)
         sim = self.sim_options(op)

@@ -115,7 +115,7 @@ class LancetOptMain(xDSLOptMain):
             # verifier and pass errors name file:line:col (support/locations.py)
             name = self.get_input_name()
             text = decode_text(chunk.read(), name)
-            if not self.args.no_implicit_module and _NOTHING.fullmatch(text):
+            if self._holds_nothing(text):
                 return ModuleOp([])  # as mlir-opt reads an empty file
             parser = LocatingParser(self.ctx, text, name, self._chunk_offset)
             return parser.parse_module(not self.args.no_implicit_module)
@@ -279,7 +279,10 @@ class LancetOptMain(xDSLOptMain):
         there were none."""
         parser = diagnostics.LocatingParser(self.ctx, text, name)
         try:
-            module = parser.parse_module(not self.args.no_implicit_module)
+            if self._holds_nothing(text):
+                module = ModuleOp([])  # as without --verify-diagnostics
+            else:
+                module = parser.parse_module(not self.args.no_implicit_module)
         except ParseError as exc:
             return [diagnostics.parse_error_diagnostic(exc, offset)], None
         except (DiagnosticException, ValueError) as exc:  # an attribute rejected while parsing
@@ -296,6 +299,11 @@ class LancetOptMain(xDSLOptMain):
         except (UserError, DiagnosticException, ValueError) as exc:
             return [diagnostics.exception_diagnostic(exc, lines)], None
         return [], module
+
+    def _holds_nothing(self, text: str) -> bool:
+        """Whether `text` (a file or a `--split-input-file` chunk) is read as an empty
+        module: no op, only whitespace and comments, and the implicit module allowed."""
+        return not self.args.no_implicit_module and _NOTHING.fullmatch(text) is not None
 
     def error_line(self, exc: BaseException) -> str:
         """The one line of an error raised while reading, verifying or transforming the

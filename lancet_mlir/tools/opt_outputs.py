@@ -200,9 +200,10 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 
 def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> None:
-    """Before any work: no two outputs name one file, counting the `report=`, `timeline=`
-    and `gantt=` of each `simulate` in the pipeline with the flags' (`simulate{report=
-    "k.json"}` with `--report k.json`: the pipeline's report would be lost)."""
+    """Before any work: no two outputs name one file, nor two standard output, counting the
+    `report=`, `timeline=` and `gantt=` of each `simulate` in the pipeline with the flags'
+    (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
+    lost; `simulate{report="-"}` with the IR on stdout: one would be lost or mixed in)."""
     from lancet_mlir.sim.outputs import same_target
     from lancet_mlir.support.files import STDOUT
 
@@ -218,6 +219,11 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for k, (what, path) in enumerate(named):
         for other, other_path in named[:k]:
+            if path == STDOUT and other_path == STDOUT:
+                # the flags were checked alone (`check_output_paths`); -o is stdout by default
+                carried = "the IR (-o, default stdout)" if other == "-o" else other
+                raise UserError(f"{what} -: standard output already carries {carried}; only "
+                                "one output can go there (e.g. add -o FILE or -o /dev/null)")  # fmt: skip
             if path != STDOUT and same_target(path, other_path):
                 raise UserError(f"{what} {path}: {other} writes that file too; give each "
                                 "output its own file")  # fmt: skip

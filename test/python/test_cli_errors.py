@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,12 @@ def test_an_empty_input_is_an_empty_module(tmp_path: Path) -> None:
         assert (res.returncode, res.stdout, res.stderr) == (0, "builtin.module {\n}\n\n", "")
     res = run_tool(["lancet-opt", str(src), "--no-implicit-module"])
     assert res.returncode == 1  # without the implicit module there is no op to take
+    # so does --verify-diagnostics, of a file and of a chunk holding nothing
+    assert run_tool(["lancet-opt", str(src), "--verify-diagnostics"]).returncode == 0
+    src.write_text(GOOD + "\n// -----\n// nothing here\n")
+    for flags in ([], ["--verify-diagnostics"]):
+        res = run_tool(["lancet-opt", str(src), "--split-input-file", *flags, "-o", os.devnull])
+        assert (res.returncode, res.stderr) == (0, ""), flags
 
 
 def test_missing_input_file(tmp_path: Path) -> None:

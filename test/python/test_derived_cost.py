@@ -97,6 +97,22 @@ def test_parts_record_their_origin_and_share() -> None:
     assert all(op_origin(op) is None for op in filled if attrs.ORIGIN_BYTES not in op.attributes)
 
 
+def test_shared_share_attributes_keep_their_value() -> None:
+    # parts share one attribute per share value; 0.0 and -0.0 are one key of that cache but
+    # two attributes, so a share that is not > 0 is never taken from it
+    from lancet_mlir.partition.origin import share_attr
+
+    assert share_attr(0.25) is share_attr(0.5 / 2)
+    module = run_pipeline(_model(), "moe-partition{axis=token parts=4}")
+    whole, part = _compute_ops(module)[0], _compute_ops(module)[1]
+    for share in (0.0, -0.0):
+        share_attr(0.0)  # the cache holds 0.0 now
+        mark_derived(part, whole, share)
+        got = part.attributes[attrs.SHARE]
+        assert isinstance(got, FloatAttr)
+        assert str(got) == str(FloatAttr(share, 64))  # -0.0 stays -0.0
+
+
 def test_a_part_takes_its_share_of_the_measured_origin(tmp_path: Path) -> None:
     module = _model()
     profile = _write_profile(module, tmp_path / "p.json")

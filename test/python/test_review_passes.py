@@ -224,6 +224,11 @@ def test_bad_option_types_name_the_pass_and_option(spec: str, message: str) -> N
             "the expert range of each all-to-all pair); drop it",
         ),
         (
+            MoePartitionPass(parts=2, max_parts=4),
+            "moe-partition: option max-parts=4 applies without parts (parts=2 forces the "
+            "count); drop one",
+        ),
+        (
             LancetSchedulePass(partition="none", jobs=2),
             "lancet-schedule: option jobs=2 applies to partition=auto only (partition=none "
             "schedules one module); drop it",

@@ -142,6 +142,19 @@ def test_outputs_of_the_pipeline_and_the_flags_name_distinct_files(tmp_path: Pat
         assert len(proc.stderr.splitlines()) == 1
         assert old.read_text() == "old"  # refused before anything ran
     assert not (tmp_path / "g.png").exists()
+    # standard output takes one output: the IR by default (the report was lost), or a flag's
+    for spec, flags, message in (
+        ('simulate{report="-"}', [], "simulate{report=} (pass 1) -: standard output already "
+         "carries the IR (-o, default stdout)"),
+        ('simulate{report="-"}', ["--report", "-", "-o", os.devnull], "simulate{report=} "
+         "(pass 1) -: standard output already carries --report"),
+        ('simulate{timeline="-"},simulate{report="-"}', ["-o", os.devnull], "simulate{report=} "
+         "(pass 2) -: standard output already carries simulate{timeline=} (pass 1)"),
+    ):  # fmt: skip
+        proc = subprocess.run([str(BIN / "lancet-opt"), str(model), "-p", spec, *flags],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert (proc.returncode, proc.stdout) == (1, "")
+        assert proc.stderr.startswith(f"lancet-opt: error: {message}; only one output can go")
     # distinct files (and several to /dev/null) are fine
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _lancet_opt([str(model), "-p", f'simulate{{report="{a}" timeline="{os.devnull}"}}',
