@@ -282,6 +282,14 @@ def compare_modules(
     return result
 
 
+def wants_f64_rerun(result: CompareResult) -> bool:
+    """Whether `diagnose` compares again in f64: `result` (not promoted, no problems) failed,
+    and only on float outputs (an integer or boolean output that differs is no rounding)."""
+    if result.within_tolerance or result.promoted or result.problems:
+        return False
+    return all(np.dtype(d.dtype).kind == "f" for d in result.failures())
+
+
 def diagnose(
     result: CompareResult,
     a: ModuleOp | LoadedModule | str,
@@ -291,10 +299,8 @@ def diagnose(
     """When `result` (not promoted) failed only on float outputs, compare again in f64
     (`compare_modules(..., promote="f64")` with the f64 default tolerances, `options` as for
     the first run) and keep that as `result.rounding` (see the module doc)."""
-    if result.within_tolerance or result.promoted or result.problems:
+    if not wants_f64_rerun(result):
         return result
-    if not all(np.dtype(d.dtype).kind == "f" for d in result.failures()):
-        return result  # an integer or boolean output differs: no rounding explains that
     options = {k: v for k, v in options.items() if k not in ("rtol", "atol", "progress")}
     result.rounding = compare_modules(a, b, promote="f64", **options)
     return result

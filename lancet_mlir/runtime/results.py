@@ -63,7 +63,8 @@ def gather_results(result: ExecResult, comm: Any) -> ExecResult:
 def checksum(value: np.ndarray) -> tuple[float, float]:
     """(sum, sum of absolute values) in float64."""
     x = np.asarray(value, dtype=np.float64)
-    return float(x.sum()), float(np.abs(x).sum())
+    with np.errstate(invalid="ignore"):  # inf + -inf: the sum is nan, without a warning line
+        return float(x.sum()), float(np.abs(x).sum())
 
 
 def print_summary(result: ExecResult, seed: int, stream: IO[str] | None = None) -> None:
@@ -86,3 +87,19 @@ def print_summary(result: ExecResult, seed: int, stream: IO[str] | None = None) 
                 str(rank), str(i), shape, str(value.dtype), f"{total:.6g}", f"{abs_total:.6g}"
             )
     console.print(table)
+    bad = [(rank, i) for rank in sorted(result.outputs)
+           for i, value in enumerate(result.outputs[rank]) if not _finite(value)]  # fmt: skip
+    if bad:
+        total = sum(len(outs) for outs in result.outputs.values())
+        console.print(
+            f"warning: {len(bad)} of {total} outputs hold NaN or infinite values (first: rank "
+            f"{bad[0][0]} result {bad[0][1]}): the step overflows or divides by zero in its "
+            "dtype",
+            markup=False,
+        )
+
+
+def _finite(value: np.ndarray) -> bool:
+    """Whether every element of an output is finite (integers and booleans always are)."""
+    array = np.asarray(value)
+    return array.dtype.kind not in "fc" or bool(np.isfinite(array).all())

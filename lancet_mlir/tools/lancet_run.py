@@ -280,18 +280,15 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
     if args.compare is not None:
         from lancet_mlir.runtime.compare import compare_modules
 
-        result = compare_modules(
-            modules.loaded[0],
-            modules.loaded[1],
-            seed=args.seed,
-            rtol=args.rtol,
-            atol=args.atol,
-            func=args.func,
-            inputs=inputs,
-            comm=coll,
-            promote=args.promote,
-        )
+        a, b = modules.loaded
+        options = {"seed": args.seed, "func": args.func, "inputs": inputs, "comm": coll}
+        result = compare_modules(a, b, rtol=args.rtol, atol=args.atol, promote=args.promote,
+                                 **options)  # fmt: skip
         merged = _gather_compare(result, comm)
+        if _rerun_in_f64(merged, args, [a.module, b.module], comm):
+            # as `compare.diagnose` does in one process: is it the rounding of reordered sums?
+            again = _gather_compare(compare_modules(a, b, promote="f64", **options), comm)
+            merged.rounding = again if comm.Get_rank() == 0 else None
         return rank0_then_broadcast(comm, lambda: _report_compare(merged, args))
     res = gather_results(
         execute(modules.loaded[0].module, seed=args.seed, func=args.func, inputs=inputs, comm=coll),
@@ -325,6 +322,22 @@ def _agree_on_memory(
     except Exception as exc:  # noqa: BLE001 - every rank must hear of it
         error = one_line(exc)
     agree(comm, error)
+
+
+def _rerun_in_f64(merged: Any, args: argparse.Namespace, modules: list[Any], comm: Any) -> bool:
+    """Whether every rank compares again in f64 (`compare.wants_f64_rerun`, decided on rank 0,
+    which holds the merged result) and every rank's machine fits both runs in f64."""
+    import os
+
+    from lancet_mlir.runtime.compare import wants_f64_rerun
+
+    wanted = comm.bcast(wants_f64_rerun(merged) if comm.Get_rank() == 0 else None, root=0)
+    if not wanted:
+        return False
+    local = os.environ.get("MPI_LOCALNRANKS", "1")  # Hydra: ranks started on this machine
+    ranks = int(local) if local.isdigit() else 1
+    fits = _fits(lambda: _check_compare_memory(modules, args, ranks, 2))
+    return all(comm.allgather(fits))
 
 
 def _gather_compare(result: Any, comm: Any) -> Any:

@@ -219,3 +219,38 @@ def test_runtime_errors_name_the_parameter_and_lancet_run_its_flag() -> None:
     assert str(info.value.for_flag()).startswith("--ranks: at most 1024 ranks")
     with pytest.raises(OptionError, match=r"^ranks: must be >= 1, got 0$"):
         execute(parse_module_text(_sum3("f32", True)).module, ranks=0)
+
+
+@pytest.mark.serial
+@pytest.mark.timeout(300)
+def test_under_mpiexec_a_failed_compare_is_rerun_in_f64_as_in_one_process(tmp_path: Path) -> None:
+    # under mpiexec the f64 rerun was missing: reordered sums read DIFFERENT and exit 1
+    import os
+    import subprocess
+    import sys
+
+    from helpers import BIN
+
+    from lancet_mlir.support.mpi_util import mpiexec_argv
+
+    (tmp_path / "left.mlir").write_text(_sum3("f32", True))
+    (tmp_path / "right.mlir").write_text(_sum3("f32", False))
+    (tmp_path / "wrong.mlir").write_text(
+        _sum3("f32", True).replace("comp.add %a, %z", "comp.add %a, %a")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    outputs = {}
+    for other in ("right", "wrong"):
+        args = ["--compare", "left.mlir", f"{other}.mlir", "--rtol", "1e-9", "--atol", "0"]
+        one = [sys.executable, "-m", "lancet_mlir.tools.lancet_run", *args]
+        for label, argv in (("one", one), ("mpi", [*mpiexec_argv(2), *one])):
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env,
+                                 cwd=tmp_path)  # fmt: skip
+            outputs[(other, label)] = (res.returncode, res.stdout.splitlines()[1:2])
+    # reordered sums: the f32 runs differ beyond 1e-9, the f64 runs agree: the same computation
+    assert outputs[("right", "mpi")][0] == outputs[("right", "one")][0] == 0
+    assert outputs[("right", "mpi")][1][0].startswith("in f64 the two agree")
+    # a different computation differs in f64 too, under mpiexec as in one process
+    assert outputs[("wrong", "mpi")][0] == outputs[("wrong", "one")][0] == 1
+    assert outputs[("wrong", "mpi")][1][0].startswith("in f64 they differ too")

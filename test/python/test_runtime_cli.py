@@ -56,6 +56,24 @@ def test_summary_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert [c.strip() for c in row.strip("│ ").split("│")] == ["0", "0", "3", "float32", "6", "14"]
 
 
+def test_an_overflowing_step_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 70000 is beyond f16: the scaled output is inf; numpy's RuntimeWarning lines leaked before
+    src = tmp_path / "s.mlir"
+    src.write_text(SCALE.replace("ALPHA", "1.0e5").replace("f32", "f16"))
+    code, out, err = cli(str(src), capsys=capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == (
+        "warning: 1 of 1 outputs hold NaN or infinite values (first: rank 0 result 0): the step "
+        "overflows or divides by zero in its dtype"
+    )
+    src.write_text(SCALE.replace("ALPHA", "2.0"))  # finite: no warning
+    code, out, err = cli(str(src), capsys=capsys)
+    assert (code, err) == (0, "")
+    assert "warning" not in out
+
+
 def test_compare_same_and_different(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b, c = (tmp_path / n for n in ("a.mlir", "b.mlir", "c.mlir"))
     a.write_text(SCALE.replace("ALPHA", "2.0"))
