@@ -172,7 +172,7 @@ def check_output_paths(args: argparse.Namespace) -> None:
     """Before any work: every output can be written, none is the input, at most one is `-`.
 
     `args.output_file` is `-` (stdout) when `-o` was not given."""
-    from lancet_mlir.support.files import STDOUT, check_output_folder
+    from lancet_mlir.support.files import check_output_folder
 
     inputs = [args.input_file] if getattr(args, "input_file", None) else []
     given = [(flag, getattr(args, flag, None)) for flag in OUTPUT_FLAGS]
@@ -187,14 +187,15 @@ def check_output_paths(args: argparse.Namespace) -> None:
             picture_format(path, _flag_name(flag))
     for k, (flag, path) in enumerate(given):
         for other, other_path in given[:k]:
-            if path != STDOUT and same_target(path, other_path):
+            if not _to_stdout(path) and same_target(path, other_path):
                 raise UserError(f"{_flag_name(flag)} {path}: {_flag_name(other)} writes that "
                                 "file too; give each output its own file")  # fmt: skip
-    on_stdout = [_flag_name(flag) for flag, path in given if path == STDOUT]
+    on_stdout = [(_flag_name(flag), path) for flag, path in given if _to_stdout(path)]
     if len(on_stdout) > 1:
-        what = "the IR (-o, default stdout)" if on_stdout[0] == "-o" else on_stdout[0]
+        first, (second, path) = on_stdout[0][0], on_stdout[1]
+        what = "the IR (-o, default stdout)" if first == "-o" else first
         raise UserError(
-            f"{on_stdout[1]} -: standard output already carries {what}; only one output can "
+            f"{second} {path}: standard output already carries {what}; only one output can "
             "go there (e.g. add -o FILE or -o /dev/null)"
         )
 
@@ -205,7 +206,6 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
     (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
     lost; `simulate{report="-"}` with the IR on stdout: one would be lost or mixed in)."""
     from lancet_mlir.sim.outputs import same_target
-    from lancet_mlir.support.files import STDOUT
 
     named = [
         (_flag_name(flag), path) for flag in OUTPUT_FLAGS if (path := getattr(args, flag, None))
@@ -219,14 +219,25 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for k, (what, path) in enumerate(named):
         for other, other_path in named[:k]:
-            if path == STDOUT and other_path == STDOUT:
+            if _to_stdout(path) and _to_stdout(other_path):
                 # the flags were checked alone (`check_output_paths`); -o is stdout by default
                 carried = "the IR (-o, default stdout)" if other == "-o" else other
-                raise UserError(f"{what} -: standard output already carries {carried}; only "
+                raise UserError(f"{what} {path}: standard output already carries {carried}; only "
                                 "one output can go there (e.g. add -o FILE or -o /dev/null)")  # fmt: skip
-            if path != STDOUT and same_target(path, other_path):
+            if not _to_stdout(path) and same_target(path, other_path):
                 raise UserError(f"{what} {path}: {other} writes that file too; give each "
                                 "output its own file")  # fmt: skip
+
+
+STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+"""Paths that are standard output too (written through, as `-` is)."""
+
+
+def _to_stdout(path: str) -> bool:
+    """Whether an output path writes standard output (`-` or one of `STDOUT_ALIASES`)."""
+    from lancet_mlir.support.files import STDOUT
+
+    return path == STDOUT or path in STDOUT_ALIASES
 
 
 def _flag_name(dest: str) -> str:

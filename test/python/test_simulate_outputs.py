@@ -150,6 +150,11 @@ def test_outputs_of_the_pipeline_and_the_flags_name_distinct_files(tmp_path: Pat
          "(pass 1) -: standard output already carries --report"),
         ('simulate{timeline="-"},simulate{report="-"}', ["-o", os.devnull], "simulate{report=} "
          "(pass 2) -: standard output already carries simulate{timeline=} (pass 1)"),
+        # /dev/stdout is standard output too (written through)
+        ('simulate{report="/dev/stdout"}', [], "simulate{report=} (pass 1) /dev/stdout: "
+         "standard output already carries the IR (-o, default stdout)"),
+        ("program-order", ["--report", "/dev/stdout"], "--report /dev/stdout: standard output "
+         "already carries the IR (-o, default stdout)"),
     ):  # fmt: skip
         proc = subprocess.run([str(BIN / "lancet-opt"), str(model), "-p", spec, *flags],
                               capture_output=True, text=True, check=False)  # fmt: skip
