@@ -37,6 +37,7 @@ from lancet_mlir.cost.clusters import cluster_names
 from lancet_mlir.cost.devices import device_names
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.simulate import SimulatePass
+from lancet_mlir.support.files import STDOUT
 from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
@@ -179,25 +180,13 @@ def check_output_paths(args: argparse.Namespace) -> None:
     given = [(flag, path) for flag, path in given if path]
     for flag, path in given:
         check_output_folder(path, _flag_name(flag), inputs)
-    from lancet_mlir.sim.outputs import picture_format, same_target
+    from lancet_mlir.sim.outputs import picture_format
 
     for flag in ("gantt", "gantt_compare"):
         path = getattr(args, flag, None)
         if path:
             picture_format(path, _flag_name(flag))
-    for k, (flag, path) in enumerate(given):
-        for other, other_path in given[:k]:
-            if not _to_stdout(path) and same_target(path, other_path):
-                raise UserError(f"{_flag_name(flag)} {path}: {_flag_name(other)} writes that "
-                                "file too; give each output its own file")  # fmt: skip
-    on_stdout = [(_flag_name(flag), path) for flag, path in given if _to_stdout(path)]
-    if len(on_stdout) > 1:
-        first, (second, path) = on_stdout[0][0], on_stdout[1]
-        what = "the IR (-o, default stdout)" if first == "-o" else first
-        raise UserError(
-            f"{second} {path}: standard output already carries {what}; only one output can "
-            "go there (e.g. add -o FILE or -o /dev/null)"
-        )
+    _refuse_clashes([(_flag_name(flag), path) for flag, path in given])
 
 
 def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> None:
@@ -205,8 +194,6 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
     `report=`, `timeline=` and `gantt=` of each `simulate` in the pipeline with the flags'
     (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
     lost; `simulate{report="-"}` with the IR on stdout: one would be lost or mixed in)."""
-    from lancet_mlir.sim.outputs import same_target
-
     named = [
         (_flag_name(flag), path) for flag in OUTPUT_FLAGS if (path := getattr(args, flag, None))
     ]
@@ -217,10 +204,18 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
             path = getattr(stage, field)
             if path:
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
+    _refuse_clashes(named)
+
+
+def _refuse_clashes(named: Sequence[tuple[str, str]]) -> None:
+    """UserError for the first output (what names it, its path) that writes a file an
+    earlier one writes, or standard output when an earlier one does (`-o` is stdout by
+    default)."""
+    from lancet_mlir.sim.outputs import same_target
+
     for k, (what, path) in enumerate(named):
         for other, other_path in named[:k]:
             if _to_stdout(path) and _to_stdout(other_path):
-                # the flags were checked alone (`check_output_paths`); -o is stdout by default
                 carried = "the IR (-o, default stdout)" if other == "-o" else other
                 raise UserError(f"{what} {path}: standard output already carries {carried}; only "
                                 "one output can go there (e.g. add -o FILE or -o /dev/null)")  # fmt: skip
@@ -235,8 +230,6 @@ STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 def _to_stdout(path: str) -> bool:
     """Whether an output path writes standard output (`-` or one of `STDOUT_ALIASES`)."""
-    from lancet_mlir.support.files import STDOUT
-
     return path == STDOUT or path in STDOUT_ALIASES
 
 
