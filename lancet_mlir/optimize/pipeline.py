@@ -1,6 +1,6 @@
 """Lancet's optimization pipeline (lancet-algorithms.md §1.4) on plain data.
 
-Stages, each reported with its makespan and exposed communication:
+Stages, each reported with its makespan and exposed communication (measured when read):
 
 1. `list schedule`: Lancet's FIFO list schedule with weight-update ops delayed (§6.1);
 2. `dw placement` (heuristic `dw`): dW ops into all-to-all windows, all-reduces into the
@@ -49,13 +49,46 @@ class FusionHooks:
     compatible: Callable[[int, int], bool]
 
 
-@dataclass(frozen=True)
 class Stage:
-    """One reported stage: its name, makespan and exposed communication (µs)."""
+    """One reported stage: its name, makespan and exposed communication (µs). `Stage.of`
+    measures when first asked: only `--verbose` and tests read the stages, and measuring
+    every stage of every block (the exposed communication above all) was 2 % of a run."""
 
-    name: str
-    makespan_us: float
-    exposed_comm_us: float
+    __slots__ = ("_figures", "_order", "_problem", "name")
+
+    def __init__(self, name: str, makespan_us: float, exposed_comm_us: float) -> None:
+        self.name = name
+        self._figures: tuple[float, float] | None = (makespan_us, exposed_comm_us)
+        self._problem: Problem | None = None
+        self._order: list[int] = []
+
+    @classmethod
+    def of(cls, name: str, problem: Problem, order: list[int]) -> Stage:
+        """The stage `name` of `order` on `problem`, measured in the internal model when its
+        figures are first read (of a copy of `order`; `problem` is not changed after)."""
+        stage = cls(name, 0.0, 0.0)
+        stage._figures, stage._problem, stage._order = None, problem, list(order)
+        return stage
+
+    @property
+    def makespan_us(self) -> float:
+        """The stage's makespan (µs)."""
+        return self._measured()[0]
+
+    @property
+    def exposed_comm_us(self) -> float:
+        """The stage's exposed communication (µs)."""
+        return self._measured()[1]
+
+    def _measured(self) -> tuple[float, float]:
+        if self._figures is None:
+            assert self._problem is not None
+            self._figures = measure(self._problem, self._order)
+            self._problem, self._order = None, []
+        return self._figures
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, {self.makespan_us!r}, {self.exposed_comm_us!r})"
 
 
 @dataclass
@@ -69,12 +102,20 @@ class PipelineResult:
     old_index: list[int]
     stages: list[Stage] = field(default_factory=list)
     evaluations: int = 0
+    fifo: list[int] | None = None
+    """FIFO of the input problem (`fifo_list_schedule`), where the pipeline made it."""
 
 
 def measure(problem: Problem, order: list[int]) -> tuple[float, float]:
     """(makespan, exposed comm) of `order` in the internal model."""
     timeline = evaluate_fixed_order(problem, problem.durations, order=order, **node_flags(problem))
     return timeline.makespan_us, exposed_comm_us(timeline)
+
+
+def makespan_of(problem: Problem, order: list[int]) -> float:
+    """The makespan of `order` in the internal model (`measure`'s first figure)."""
+    flags = node_flags(problem)
+    return evaluate_fixed_order(problem, problem.durations, order=order, **flags).makespan_us
 
 
 def run_pipeline(
@@ -90,7 +131,7 @@ def run_pipeline(
     stages: list[Stage] = []
 
     def report(name: str, order: list[int], where: Problem = problem) -> None:
-        stages.append(Stage(name, *measure(where, order)))
+        stages.append(Stage.of(name, where, order))
 
     identity = list(range(len(problem)))
     report("input", identity)
@@ -118,15 +159,15 @@ def run_pipeline(
         report("local search", current)
     reach = None  # O(V^2) bits: not kept alive while fusion and the fused search run
     if fusion is None or not any(problem.is_allreduce(v) for v in range(len(problem))):
-        return PipelineResult(problem, current, [], identity, stages, evaluations)
+        return PipelineResult(problem, current, [], identity, stages, evaluations, fifo)
     starts = [current] if unsearched == current else [current, unsearched]
     fusions = [_fuse(problem, order, fusion) for order in starts]
     evaluations += sum(f.evaluations for f in fusions)
     # the faster fused schedule (measured in the internal model); the searched one on a tie
-    best = min(fusions, key=lambda f: measure(f.problem, f.order)[0])
+    best = min(fusions, key=lambda f: makespan_of(f.problem, f.order))
     if not best.groups:
         report("fusion", best.order)
-        return PipelineResult(problem, best.order, [], identity, stages, evaluations)
+        return PipelineResult(problem, best.order, [], identity, stages, evaluations, fifo)
     fused, order, old_index = best.problem, best.order, best.old_index
     report("fusion", order, fused)
     if budget // 10 > 0:
@@ -134,7 +175,7 @@ def run_pipeline(
         evaluations += polish.evaluations
         order = polish.order
         report("local search (fused)", order, fused)
-    return PipelineResult(fused, order, best.groups, old_index, stages, evaluations)
+    return PipelineResult(fused, order, best.groups, old_index, stages, evaluations, fifo)
 
 
 @dataclass(frozen=True)

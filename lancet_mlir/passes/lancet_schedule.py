@@ -410,19 +410,8 @@ class LancetSchedulePass(CostOptions, CheckedOptions, ModulePass):
             result, makespan_us = _never_worse(problem, result, options)
             if item.top_level:
                 total_us += makespan_us
-            note = _model_note(options, measured_under_options=False)
-            for k, stage in enumerate(result.stages):
-                LOG.info(prefix + _stage_line(item.label, stage, note if k < searched else ""))
-            if note and len(result.stages) == searched and LOG.isEnabledFor(logging.INFO):
-                # the pipeline's result was kept: say what it takes under the options the
-                # block is rated on (what `simulate` gives for the output)
-                kept = Stage("kept", *_measure(result.problem, result.order, options))
-                LOG.info(
-                    prefix
-                    + _stage_line(
-                        item.label, kept, _model_note(options, measured_under_options=True)
-                    )
-                )
+            if LOG.isEnabledFor(logging.INFO):  # the stages are measured when read
+                _log_stages(prefix, item.label, result, searched, options)
             apply_result(graph, result)
             if record is not None:
                 record.append(Decision(len(graph), result.groups, result.old_index, result.order))
@@ -533,7 +522,7 @@ def _never_worse(
     and than FIFO of the input; else the faster of those (the input when tied). With the
     kept result's makespan under `options`."""
     identity = list(range(len(problem)))
-    fifo = fifo_list_schedule(problem).order
+    fifo = result.fifo if result.fifo is not None else fifo_list_schedule(problem).order
     base = simulated_makespan(problem, identity, options)
     fifo_span = simulated_makespan(problem, fifo, options)
     final = simulated_makespan(result.problem, result.order, options)
@@ -586,6 +575,22 @@ def _model_note(options: SimOptions, measured_under_options: bool) -> str:
     word = "with" if measured_under_options else "without"
     worded = [x if x.startswith("on ") else f"{word} {x}" for x in parts]
     return f" ({', '.join(worded)})"
+
+
+def _log_stages(
+    prefix: str, label: str, result: PipelineResult, searched: int, options: SimOptions
+) -> None:
+    """The `--verbose` lines (after `prefix`) of block `label`'s stages (`searched`: how
+    many of `result.stages` the pipeline measured in its internal model; the rest,
+    `_never_worse`'s, under `options`), and when the pipeline's result was kept and `options` differ from the
+    internal model, what it takes under them (what `simulate` gives for the output)."""
+    note = _model_note(options, measured_under_options=False)
+    for k, stage in enumerate(result.stages):
+        LOG.info(prefix + _stage_line(label, stage, note if k < searched else ""))
+    if note and len(result.stages) == searched:
+        kept = Stage("kept", *_measure(result.problem, result.order, options))
+        note = _model_note(options, measured_under_options=True)
+        LOG.info(prefix + _stage_line(label, kept, note))
 
 
 def _stage_line(label: str, stage: Stage, note: str = "") -> str:
