@@ -14,7 +14,7 @@ from lancet_mlir.optimize.chains import evaluate_chains, split_chains
 from lancet_mlir.optimize.contract import contract
 from lancet_mlir.optimize.exact import exact_schedule
 from lancet_mlir.optimize.fusion import plan_noncritical_fusion
-from lancet_mlir.optimize.pipeline import run_pipeline
+from lancet_mlir.optimize.pipeline import Stage, measure, run_pipeline
 from lancet_mlir.optimize.ranks import upward_rank
 from lancet_mlir.sim import evaluate_fixed_order
 
@@ -118,6 +118,19 @@ def test_pipeline_fixes_an_overfull_window() -> None:
         "dw placement",
         "local search",
     ]
+    # each stage is measured when read, on its own copy of the order it was given
+    input_span, fifo_span, _, searched_span = [s.makespan_us for s in result.stages]
+    assert result.fifo is not None
+    assert (input_span, fifo_span, searched_span) == (
+        makespan(p, list(range(len(p)))),
+        makespan(p, result.fifo),
+        52.0,
+    )
+    assert result.stages[0].exposed_comm_us == measure(p, list(range(len(p))))[1]
+    order = list(range(len(p)))
+    stage = Stage.of("input", p, order)
+    order.reverse()
+    assert (stage.makespan_us, stage.exposed_comm_us) == measure(p, list(range(len(p))))
 
 
 def test_kicks_find_a_two_move_optimum() -> None:
