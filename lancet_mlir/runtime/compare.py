@@ -161,10 +161,17 @@ def diff_arrays(
     # equal infinities/NaNs count as equal, like numpy.isclose(equal_nan=True)
     same = (x == y) | (np.isnan(x) & np.isnan(y))
     err = np.where(same, 0.0, err)
-    # relative to a nonzero reference only: at an exact 0, atol alone judges
+    # relative to a nonzero finite reference only: at an exact 0, atol alone judges; an
+    # element that differs from an infinite (or NaN) reference is infinitely off
     nonzero = y != 0
-    rel = np.where((err == 0) | ~nonzero, 0.0, err / np.where(nonzero, np.abs(y), 1.0))
-    ok = bool(np.all(same | (err <= atol + rtol * np.abs(y))))
+    finite_ref = np.isfinite(y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.where(
+            (err == 0) | ~nonzero, 0.0, err / np.where(nonzero & finite_ref, np.abs(y), 1.0)
+        )
+    rel = np.where(same | finite_ref, rel, np.inf)
+    # not `inf <= atol + rtol * inf`: a finite element against an infinite one is no match
+    ok = bool(np.all(same | (np.isfinite(err) & (err <= atol + rtol * np.abs(y)))))
     nonfinite = int(y.size - np.count_nonzero(np.isfinite(y)))
     return OutputDiff(
         rank, index, a.shape, str(a.dtype), float(err.max()), float(rel.max()), ok, "", nonfinite

@@ -66,6 +66,19 @@ def test_outputs_with_nan_or_inf_are_flagged() -> None:
     )
 
 
+def test_a_finite_element_against_an_infinite_one_is_no_match() -> None:
+    # `inf <= atol + rtol * inf` held: a module whose result overflows passed --compare
+    inf = float("inf")
+    for first, second in [(1.0, inf), (-inf, inf), (inf, -inf), (65504.0, inf), (inf, 1.0)]:
+        with np.errstate(all="raise"):  # and without numpy's warning lines
+            d = diff_arrays(np.array([first, 2.0], np.float16),
+                            np.array([second, 2.0], np.float16), rank=0, index=0)  # fmt: skip
+        assert not d.ok, (first, second)
+        assert d.max_abs_err == inf
+        assert d.max_rel_err == inf
+    assert diff_arrays(np.array([inf]), np.array([inf]), rank=0, index=0).ok
+
+
 def test_default_tolerances_go_by_dtype() -> None:
     assert tolerances("float64", None, None) == (1e-9, 1e-12)
     assert tolerances("float32", None, None) == (1e-4, 1e-5)
