@@ -175,7 +175,7 @@ def check_output_paths(args: argparse.Namespace) -> None:
     `args.output_file` is `-` (stdout) when `-o` was not given."""
     from lancet_mlir.support.files import check_output_folder
 
-    inputs = [args.input_file] if getattr(args, "input_file", None) else []
+    inputs = _flag_inputs(args)
     given = [(flag, getattr(args, flag, None)) for flag in OUTPUT_FLAGS]
     given = [(flag, path) for flag, path in given if path]
     for flag, path in given:
@@ -190,21 +190,37 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 
 def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> None:
-    """Before any work: no two outputs name one file, nor two standard output, counting the
-    `report=`, `timeline=` and `gantt=` of each `simulate` in the pipeline with the flags'
-    (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
+    """Before any work: no output replaces an input (the flags' or a pass's `profile=` and
+    `comm-table=`) or lies in a missing folder, and no two outputs name one file, nor two
+    standard output, counting the `report=`, `timeline=` and `gantt=` of each `simulate` in
+    the pipeline with the flags' (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
     lost; `simulate{report="-"}` with the IR on stdout: one would be lost or mixed in)."""
+    from lancet_mlir.support.files import check_output_folder
+
     named = [
         (_flag_name(flag), path) for flag in OUTPUT_FLAGS if (path := getattr(args, flag, None))
     ]
+    inputs = _flag_inputs(args)
     for k, stage in enumerate(passes):
+        if isinstance(stage, CostOptions):  # the tables a pass reads are inputs too
+            inputs += [*(stage.profile or ()), *(stage.comm_table or ())]
         if not isinstance(stage, SimulatePass):
             continue
         for field in ("report", "timeline", "gantt"):
             path = getattr(stage, field)
             if path:
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
+    for what, path in named:
+        check_output_folder(path, what, inputs)
     _refuse_clashes(named)
+
+
+def _flag_inputs(args: argparse.Namespace) -> list[str]:
+    """The files lancet-opt's flags name to be read: the input and every `--profile` and
+    `--comm-table` (no output may replace one)."""
+    given = [getattr(args, "input_file", None)]
+    given += [*(getattr(args, "profile", None) or ()), *(getattr(args, "comm_table", None) or ())]
+    return [path for path in given if path]
 
 
 def _refuse_clashes(named: Sequence[tuple[str, str]]) -> None:

@@ -202,6 +202,38 @@ def test_output_equal_to_input_is_refused(
     assert src.read_text() == GOOD
 
 
+def test_an_output_never_replaces_a_table_or_profile_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the check ran against the input module only: `--report ct.csv` replaced the table
+    src, table, prof = tmp_path / "m.mlir", tmp_path / "ct.csv", tmp_path / "prof.json"
+    src.write_text(GOOD)
+    table.write_text("kind,bytes,us\n")
+    prof.write_text("{}")
+    cases = [
+        (["--comm-table", str(table), "--report", str(table)], f"--report {table}"),
+        (["--comm-table", str(table), "-o", str(table)], f"-o {table}"),
+        (["--profile", str(prof), "--timeline", str(tmp_path / "." / "prof.json")],
+         f"--timeline {tmp_path / '.' / 'prof.json'}"),
+        (["-o", os.devnull, "-p", f'simulate{{comm-table="{table}" report="{table}"}}'],
+         f"simulate{{report=}} (pass 1) {table}"),
+        (["-p", f'simulate{{profile="{prof}"}}', "-o", str(prof)], f"-o {prof}"),
+    ]  # fmt: skip
+    for argv, what in cases:
+        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
+        assert (code, out) == (1, ""), argv
+        assert (
+            err
+            == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
+        )
+    assert (table.read_text(), prof.read_text()) == ("kind,bytes,us\n", "{}")
+    missing = tmp_path / "nodir" / "r.json"
+    code, _, err = run_main(opt_main, [str(src), "-o", os.devnull, "-p",
+                                       f'simulate{{report="{missing}"}}'], capsys)  # fmt: skip
+    assert (code, err) == (1, f"lancet-opt: error: simulate{{report=}} (pass 1) {missing}: "
+                              "folder does not exist\n")  # fmt: skip
+
+
 def test_time_passes_goes_to_stderr_and_covers_every_stage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
