@@ -154,8 +154,9 @@ def _remove(path: str) -> None:
 
 
 def _block_sigint() -> bool:
+    """Hold Ctrl-C and SIGTERM back while the staged outputs are renamed."""
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     except (AttributeError, OSError, ValueError):  # pragma: no cover - non-POSIX
         return False
     return True
@@ -163,13 +164,42 @@ def _block_sigint() -> bool:
 
 def _unblock_sigint(blocked: bool) -> None:
     if blocked:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+"""Paths that name standard output whatever it is (also when it cannot be looked at)."""
+
+
+def is_stdout(path: str) -> bool:
+    """Whether writing `path` writes standard output: `-`, one of `STDOUT_ALIASES`, or a
+    path naming the very file (or pipe, or terminal) that file descriptor 1 is, e.g.
+    `/dev//stdout`, a link to it, or `r.json` in `lancet-opt ... > r.json`. Not /dev/null:
+    any number of outputs may be thrown away."""
+    if path == STDOUT or path in STDOUT_ALIASES:
+        return True
+    if path == os.devnull:
+        return False
+    try:
+        here, out = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
 
 
 def _writes_through(target: str) -> bool:
-    """/dev/null, /dev/stdout, a FIFO or a symlink: renaming over it would replace the
-    device or the link itself, so such targets are written directly."""
-    return os.path.islink(target) or (os.path.exists(target) and not os.path.isfile(target))
+    """/dev/null, a FIFO or another file that is not a regular one: renaming over it would
+    replace the device, so such targets are written directly."""
+    return os.path.exists(target) and not os.path.isfile(target)
+
+
+def _resolved(target: str) -> str:
+    """`target` with symbolic links followed, so that the new file replaces what a link
+    points to (the link stays) through the same temporary file and deferred rename as any
+    output; `-` and standard output (`is_stdout`) become `-`, written to the stream."""
+    if is_stdout(target):
+        return STDOUT
+    return os.path.realpath(target) if os.path.islink(target) else target
 
 
 @contextmanager
@@ -181,10 +211,11 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
     the set's commit (`primary` outputs go last); `-` stands for standard output. OS errors
     about the temporary file name the path that was asked for.
     """
-    target = os.fspath(path)
+    asked = os.fspath(path)
     outputs = active_output_set()
     if outputs is not None:
-        check_output_folder(target, inputs=outputs.inputs)
+        check_output_folder(asked, inputs=outputs.inputs)
+    target = _resolved(asked)
     if target != STDOUT and _writes_through(target):
         yield target
         return
@@ -194,7 +225,7 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
             yield tmp
         except OSError as exc:
             if exc.filename in (tmp, None):
-                raise UserError(f"{target}: {exc.strerror or exc}") from None
+                raise UserError(f"{asked}: {exc.strerror or exc}") from None
             raise
         outputs = active_output_set()
         if outputs is not None:
@@ -234,9 +265,14 @@ def check_output_folder(
     if target == STDOUT:
         return
     name = f"{flag} {target}" if flag else target
+    if not target:
+        raise UserError(f"{flag or 'output'}: empty path")
     if os.path.isdir(target):
         raise UserError(f"{name}: is a folder")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
+    if target.endswith(os.sep):
+        raise UserError(f"{name}: names a folder, not a file")
+    # where a link points: a dangling link into a missing folder cannot be written either
+    if not os.path.isdir(os.path.dirname(os.path.realpath(target))):
         raise UserError(f"{name}: folder does not exist")
     for source in inputs:
         if source != STDOUT and _same_file(source, target):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import NoReturn
 
 from xdsl.utils.exceptions import ArgSpecParseError
@@ -29,12 +32,16 @@ def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
     normally (any exit code), all together; an error or Ctrl-C leaves earlier files as they were.
     """
     try:
-        with OutputSet():
+        with _terminate_as_exception(), OutputSet():
             code = body()
     except SystemExit:
         raise
     except KeyboardInterrupt:
         interrupted(tool)
+    except Terminated:
+        if in_mpi_job():
+            abort_job(tool, "terminated", 143)
+        fail(tool, "terminated", 143)
     except BrokenPipeError:
         raise SystemExit(0) from None
     except AgreedError as exc:  # every MPI rank knows: a normal exit
@@ -46,6 +53,34 @@ def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
             abort_job(tool, one_line(exc), 1)
         fail(tool, one_line(exc))
     raise SystemExit(code or 0)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a tool ran (raised by the handler `run_cli` installs, so that
+    the run's staged and temporary output files are removed as after Ctrl-C)."""
+
+
+@contextmanager
+def _terminate_as_exception() -> Iterator[None]:
+    """Turn SIGTERM into `Terminated` meanwhile, unless the process already handles it (an
+    embedding program's handler stays) or this is not the main thread (no handler can be
+    set there). The default action would end the process at once, leaving the temporary
+    files of the outputs being written."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+
+    def on_terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def interrupted(tool: str) -> NoReturn:

@@ -217,7 +217,20 @@ class LancetOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         with self.timer.stage("print"):
-            return super().output_resulting_program(prog)
+            try:
+                return super().output_resulting_program(prog)
+            except (UserError, OSError):
+                raise
+            except Exception as exc:
+                target = getattr(self.args, "target", "mlir")
+                if target == "mlir":
+                    raise
+                # xDSL's backends fail on ops they do not print with their repr (many lines)
+                raise UserError(
+                    f"-t {target}: the {target} target cannot print this module "
+                    f"({type(exc).__name__} in xDSL's printer: it prints IR lowered to that "
+                    "target only)"
+                ) from exc
 
     # ---- output: nothing is written unless everything succeeded --------------------------------
     def prepare_output(self) -> IO[str]:

@@ -37,7 +37,7 @@ from lancet_mlir.cost.clusters import cluster_names
 from lancet_mlir.cost.devices import device_names
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.simulate import SimulatePass
-from lancet_mlir.support.files import STDOUT
+from lancet_mlir.support.files import is_stdout
 from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
@@ -177,7 +177,7 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
     inputs = _flag_inputs(args)
     given = [(flag, getattr(args, flag, None)) for flag in OUTPUT_FLAGS]
-    given = [(flag, path) for flag, path in given if path]
+    given = [(flag, path) for flag, path in given if path is not None]  # "" is refused
     for flag, path in given:
         check_output_folder(path, _flag_name(flag), inputs)
     from lancet_mlir.sim.outputs import picture_format
@@ -198,7 +198,9 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
     from lancet_mlir.support.files import check_output_folder
 
     named = [
-        (_flag_name(flag), path) for flag in OUTPUT_FLAGS if (path := getattr(args, flag, None))
+        (_flag_name(flag), path)
+        for flag in OUTPUT_FLAGS
+        if (path := getattr(args, flag, None)) is not None
     ]
     inputs = _flag_inputs(args)
     for k, stage in enumerate(passes):
@@ -208,7 +210,7 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
             continue
         for field in ("report", "timeline", "gantt"):
             path = getattr(stage, field)
-            if path:
+            if path is not None:
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for what, path in named:
         check_output_folder(path, what, inputs)
@@ -240,13 +242,9 @@ def _refuse_clashes(named: Sequence[tuple[str, str]]) -> None:
                                 "output its own file")  # fmt: skip
 
 
-STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
-"""Paths that are standard output too (written through, as `-` is)."""
-
-
 def _to_stdout(path: str) -> bool:
-    """Whether an output path writes standard output (`-` or one of `STDOUT_ALIASES`)."""
-    return path == STDOUT or path in STDOUT_ALIASES
+    """Whether an output path writes standard output (`support.files.is_stdout`)."""
+    return is_stdout(path)
 
 
 def _flag_name(dest: str) -> str:

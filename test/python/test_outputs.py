@@ -391,3 +391,100 @@ def test_absurd_simulated_rank_count_fails_at_once(capsys: pytest.CaptureFixture
     assert err == (f"lancet-run: error: --ranks: at most {MAX_SIMULATED_RANKS} ranks can be "
                    "simulated in one process, got 100000000 (each runs every op in turn); run "
                    "more under mpiexec\n")  # fmt: skip
+
+
+# ---- standard output by identity, links, SIGTERM (an outside review's findings) ----------------
+
+
+def _opt(argv: Sequence[str], stdout: object, cwd: Path) -> tuple[int, str]:
+    """(exit code, stderr) of a `lancet-opt` process whose stdout is `stdout` (a file or
+    subprocess.PIPE): what fd 1 is matters here, so not in-process."""
+    import subprocess
+
+    code = "from lancet_mlir.tools.launch import lancet_opt; lancet_opt()"
+    proc = subprocess.run([sys.executable, "-c", code, *argv], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=120)  # fmt: skip
+    return proc.returncode, proc.stderr
+
+
+def test_an_output_that_is_standard_output_under_another_name_is_stdout(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "m.mlir").write_text(GOOD)
+    clash = ("standard output already carries the IR (-o, default stdout); only one output "
+             "can go there (e.g. add -o FILE or -o /dev/null)\n")  # fmt: skip
+    # the file the shell redirected stdout to: the report's rename replaced the IR
+    with open(tmp_path / "r.json", "w") as out:
+        assert _opt(["m.mlir", "--report", "r.json"], out, tmp_path) == (
+            1, f"lancet-opt: error: --report r.json: {clash}")  # fmt: skip
+    (tmp_path / "so").symlink_to("/dev/stdout")
+    for alias in ("/dev//stdout", "so"):
+        assert _opt(["m.mlir", "--report", alias], subprocess.PIPE, tmp_path) == (
+            1, f"lancet-opt: error: --report {alias}: {clash}")  # fmt: skip
+    # `>> log`: the report goes through the stream, appended, not over the file
+    log = tmp_path / "log.txt"
+    log.write_text("old\n")
+    with open(log, "a") as out:
+        assert _opt(["m.mlir", "-o", os.devnull, "--report", "/dev/stdout"], out, tmp_path) == (
+            0, "")  # fmt: skip
+    text = log.read_text()
+    assert text.startswith("old\n{")
+    assert json.loads(text[4:])["makespan_us"] > 0
+
+
+def test_an_output_through_a_link_is_all_or_nothing_and_keeps_the_link(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "m.mlir").write_text(GOOD)
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    real.write_text("old")
+    link.symlink_to("real.json")
+    # the report was written through the link at once, before a later failure
+    code, err = _opt(["m.mlir", "--report", "link.json", "-o", "out.s", "-t", "riscv-asm"],
+                     subprocess.PIPE, tmp_path)  # fmt: skip
+    assert (code, err) == (1, "lancet-opt: error: -t riscv-asm: the riscv-asm target cannot "
+                              "print this module (AssertionError in xDSL's printer: it prints "
+                              "IR lowered to that target only)\n")  # fmt: skip
+    assert real.read_text() == "old"
+    assert not (tmp_path / "out.s").exists()
+    assert _opt(["m.mlir", "--report", "link.json", "-o", os.devnull], subprocess.PIPE,
+                tmp_path) == (0, "")  # fmt: skip
+    assert link.is_symlink()
+    assert json.loads(real.read_text())["makespan_us"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "m.mlir", "real.json"]
+
+
+def test_empty_and_folder_like_output_paths_are_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "m.mlir"
+    src.write_text(GOOD)
+    cases = [
+        (["--report", ""], "--report: empty path"),
+        (["-o", ""], "-o: empty path"),
+        (["-o", os.devnull, "-p", 'simulate{report=""}'], "simulate{report=} (pass 1): empty path"),
+        (["--timeline", f"{tmp_path}/x/"], f"--timeline {tmp_path}/x/: names a folder, not a file"),
+    ]
+    for argv, line in cases:
+        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
+        assert (code, out, err) == (1, "", f"lancet-opt: error: {line}\n"), argv
+
+
+def test_sigterm_removes_the_staged_outputs_and_is_one_line(tmp_path: Path) -> None:
+    # SIGTERM's default action ended the process and left `.lancet-*.tmp` files behind
+    code = (
+        "import os, signal, sys\n"
+        "from lancet_mlir.tools.errors import run_cli\n"
+        "from lancet_mlir.support.files import write_atomic\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        "def body():\n"
+        "    write_atomic('done.txt', 'staged')\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    while True:\n"
+        "        pass\n"
+        "run_cli('lancet-opt', body)\n"
+    )
+    (tmp_path / "done.txt").write_text("old")
+    assert _run_python(code) == (143, "", "lancet-opt: error: terminated\n")
+    assert (tmp_path / "done.txt").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["done.txt"]
