@@ -55,7 +55,9 @@ def parse_module_text(text: str, source: str = "<input>") -> LoadedModule:
 
     module: ModuleOp | None = None
     try:
-        module = LocatingParser(make_context(), text, source).parse_module()
+        # an empty file is an empty module, as in lancet-opt and mlir-opt
+        parser = None if not text.strip() else LocatingParser(make_context(), text, source)
+        module = ModuleOp([]) if parser is None else parser.parse_module()
         module.verify()
         check_module(module)
         check_dominance(module)

@@ -7,6 +7,7 @@ simulated in one process or were MPI processes (rank 0 gathers and writes).
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Mapping
 from typing import IO, Any
@@ -15,7 +16,7 @@ import numpy as np
 
 from lancet_mlir.runtime.executor import ExecResult
 from lancet_mlir.support.errors import UserError
-from lancet_mlir.support.files import atomic_path
+from lancet_mlir.support.files import STDOUT, atomic_path, read_bytes
 
 _KEY = re.compile(r"^rank(\d+)/(\d+)$")
 
@@ -27,9 +28,13 @@ def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:
-    """Read an npz with keys `rank<r>/<index>` into rank -> list of arrays (index order)."""
+    """Read an npz with keys `rank<r>/<index>` into rank -> list of arrays (index order);
+    `-` reads standard input."""
+    source: Any = path
+    if path == STDOUT:
+        source, path = io.BytesIO(read_bytes(path)), "<stdin>"
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(source, allow_pickle=False) as data:
             items = {k: data[k] for k in data.files}
     except FileNotFoundError as exc:
         raise UserError(f"{path}: no such file") from exc

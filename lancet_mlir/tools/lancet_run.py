@@ -117,6 +117,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--promote applies to --compare only")
     if args.compare is not None and args.compare.count("-") > 1:
         raise UserError("--compare: stdin ('-') can hold only one of the two modules")
+    if args.inputs == "-" and "-" in (args.compare or [args.module]):
+        raise UserError("--inputs -: stdin ('-') already holds the module; pass one as a file")
     from lancet_mlir.support.files import check_output_folder, declare_inputs
 
     inputs = [*(args.compare or [args.module]), args.inputs]
@@ -131,9 +133,11 @@ def _setup(argv: Sequence[str] | None) -> argparse.Namespace:
 
     args = build_parser().parse_args(argv)
     size = launcher_world_size()
-    if in_mpi_job() and "-" in (args.compare or [args.module]):
+    if in_mpi_job() and "-" in (*(args.compare or [args.module]), args.inputs):
         # only rank 0 gets stdin: the others would wait on it forever (checked before any read)
-        raise UserError("under mpiexec pass the module as a file (stdin reaches rank 0 only)")
+        raise UserError(
+            "under mpiexec pass the module and --inputs as files (stdin reaches rank 0 only)"
+        )
     if in_mpi_job() and args.ranks is not None and args.ranks != size:
         raise UserError(f"--ranks {args.ranks} does not match the MPI world size {size}")
     if args.ranks is not None and not in_mpi_job():

@@ -157,7 +157,7 @@ def test_lancet_run_refuses_stdin_under_mpiexec() -> None:
                               env=_env(None))  # fmt: skip
     assert proc.returncode == 1
     assert errors(proc, "lancet-run") == [
-        "lancet-run: error: rank 0: under mpiexec pass the module as a file "
+        "lancet-run: error: rank 0: under mpiexec pass the module and --inputs as files "
         "(stdin reaches rank 0 only)"
     ]
     assert proc.stdout == ""

@@ -278,6 +278,33 @@ def test_lancet_run_save_to_stdout_and_input_protection(
     assert src.read_text() == GOOD
 
 
+def test_lancet_run_reads_its_inputs_from_stdin_with_dash(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the user guide said every input of lancet-run may be `-`; --inputs - read a file "-"
+    from lancet_mlir.tools.lancet_run import main
+
+    src, saved = tmp_path / "m.mlir", tmp_path / "out.npz"
+    src.write_text(GOOD)
+    x = [np.arange(8, dtype=np.float32), np.full(8, 0.5, np.float32)]
+    given = io.BytesIO()
+    np.savez(given, **{"rank0/0": x[0], "rank1/0": x[1]})
+    stdin = io.TextIOWrapper(io.BytesIO(given.getvalue()))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    with pytest.raises(SystemExit) as info:
+        main([str(src), "--ranks", "2", "--inputs", "-", "--save", str(saved)])
+    assert info.value.code == 0
+    with np.load(saved) as out:
+        for rank in (0, 1):
+            np.testing.assert_array_equal(out[f"rank{rank}/0"], x[0] + x[1])  # the allreduce
+    with pytest.raises(SystemExit) as info:
+        main(["-", "--inputs", "-"])
+    _, err = capsysbinary.readouterr()
+    assert (info.value.code, err.decode()) == (
+        1, "lancet-run: error: --inputs -: stdin ('-') already holds the module; pass one as a "
+           "file\n")  # fmt: skip
+
+
 def test_lancet_model_and_profile_write_stdout_with_dash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -488,3 +515,17 @@ def test_sigterm_removes_the_staged_outputs_and_is_one_line(tmp_path: Path) -> N
     assert _run_python(code) == (143, "", "lancet-opt: error: terminated\n")
     assert (tmp_path / "done.txt").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["done.txt"]
+
+
+def test_lancet_run_reads_an_empty_file_as_an_empty_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lancet_mlir.tools.lancet_run import main
+
+    src = tmp_path / "empty.mlir"
+    for text in ("", " \n\n"):
+        src.write_text(text)
+        code, out, err = run_main(main, [str(src)], capsys)
+        assert (code, out) == (1, "")
+        # not `Could not parse entire input!`
+        assert err == "lancet-run: error: the module has no public function with a body to run\n"
