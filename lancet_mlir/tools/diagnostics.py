@@ -11,7 +11,9 @@ The input carries its expected diagnostics as comments, as in mlir-opt:
 comment's own line; `@+N` / `@-N` move N lines down / up, `@above` / `@below` one line, and
 `@unknown` (a lancet-mlir extension) names a diagnostic that has no source location (e.g. a
 pass error about a whole module). The text between `{{` and `}}` must be a substring of the
-message. Every produced diagnostic must be expected and every expectation produced, else
+message; `expected-<kind>-re` makes the parts of the text in inner `{{...}}` regular
+expressions (mlir-opt's and FileCheck's convention). Spaces may precede `@` and the text; an
+annotation that cannot be read is an error (`BadAnnotation`), never skipped. Every produced diagnostic must be expected and every expectation produced, else
 lancet-opt prints one line per mismatch (`file:line: unexpected error: ...` or
 `file:line: expected error "..." was not produced`) and exits with code 1.
 
@@ -36,9 +38,15 @@ from lancet_mlir.support.locations import SPANS, LocatingParser
 __all__ = ["LocatingParser"]  # re-exported: it lives in support/ for the runtime's loader too
 
 KINDS = ("error", "warning", "note", "remark")
+# as mlir-opt reads them: spaces may precede `@` and the text, `-re` makes the text a
+# pattern; the text runs to the last `}}` before the next annotation of the line or its end
+# (a pattern holds `{{...}}` itself)
 _EXPECT = re.compile(
-    r"//\s*expected-(error|warning|note|remark)(?:@(above|below|unknown|[+-]\d+))?\s*\{\{(.*?)\}\}"
+    r"//\s*expected-(error|warning|note|remark)(-re)?\s*"
+    r"(?:@\s*(above|below|unknown|[+-]\s*\d+))?\s*\{\{"
 )
+# a word that starts like an annotation but is none: refused, not silently skipped
+_ALMOST = re.compile(r"//\s*expected-(?:error|warning|note|remark)\b")
 UNKNOWN_LINE = 0
 """The line of a diagnostic without a source location (matched by `@unknown`)."""
 
@@ -54,12 +62,41 @@ class Diagnostic:
 
 @dataclass
 class Expectation:
-    """One `expected-<kind>@... {{text}}` annotation and whether a diagnostic matched it."""
+    """One `expected-<kind>@... {{text}}` annotation and whether a diagnostic matched it;
+    `pattern`, for `expected-<kind>-re`, the text as a regular expression (the parts
+    between `{{` and `}}` are patterns, the rest literal, as in mlir-opt and FileCheck)."""
 
     kind: str
     line: int
     text: str
     matched: bool = field(default=False, compare=False)
+    pattern: re.Pattern[str] | None = field(default=None, compare=False)
+
+    def matches(self, message: str) -> bool:
+        """Whether a diagnostic's message is what this annotation expects."""
+        if self.pattern is not None:
+            return self.pattern.search(message) is not None
+        return self.text in message
+
+
+class BadAnnotation(ValueError):
+    """An `expected-...` comment that cannot be read (it would be skipped silently)."""
+
+
+def _pattern(text: str, line: int) -> re.Pattern[str]:
+    """The regular expression of an `-re` annotation's text (`BadAnnotation` if invalid)."""
+    parts, rest = [], text
+    while (start := rest.find("{{")) >= 0:
+        end = rest.find("}}", start + 2)
+        if end < 0:
+            break
+        parts += [re.escape(rest[:start]), f"(?:{rest[start + 2 : end]})"]
+        rest = rest[end + 2 :]
+    parts.append(re.escape(rest))
+    try:
+        return re.compile("".join(parts))
+    except re.error as exc:
+        raise BadAnnotation(f"line {line}: expected-...-re {{{{{text}}}}}: {exc}") from None
 
 
 def parse_expectations(text: str, line_offset: int = 0) -> list[Expectation]:
@@ -67,9 +104,23 @@ def parse_expectations(text: str, line_offset: int = 0) -> list[Expectation]:
     found: list[Expectation] = []
     for index, source in enumerate(text.splitlines()):
         here = line_offset + index + 1
-        for m in _EXPECT.finditer(source):
-            kind, where, body = m.group(1), m.group(2), m.group(3)
-            found.append(Expectation(kind, _target_line(here, where), body))
+        heads = list(_EXPECT.finditer(source))
+        if len(heads) != len(_ALMOST.findall(source)):
+            raise BadAnnotation(
+                f"line {here}: cannot read the annotation {source.strip()!r} (expected "
+                "`// expected-<kind>[-re][@+N|@-N|@above|@below|@unknown] {{text}}`)"
+            )
+        for k, m in enumerate(heads):
+            stop = heads[k + 1].start() if k + 1 < len(heads) else len(source)
+            end = source.rfind("}}", m.end(), stop)
+            if end < 0:
+                raise BadAnnotation(
+                    f"line {here}: the annotation's {{{{text}}}} has no closing }}}}"
+                )
+            kind, regex, where, body = m.group(1), m.group(2), m.group(3), source[m.end() : end]
+            target = _target_line(here, None if where is None else where.replace(" ", ""))
+            pattern = _pattern(body, here) if regex else None
+            found.append(Expectation(kind, target, body, pattern=pattern))
     return found
 
 
@@ -95,7 +146,7 @@ def match(
         hit = next(
             (e for e in expectations
              if not e.matched and e.kind == diag.kind and e.line == diag.line
-             and e.text in diag.message),
+             and e.matches(diag.message)),
             None,
         )  # fmt: skip
         if hit is not None:

@@ -276,9 +276,11 @@ class LancetOptMain(xDSLOptMain):
             produced, module = self._diagnose(text, name, offset)
             if module is not None:
                 output.write(self.output_resulting_program(module))
-            problems += diagnostics.match(
-                diagnostics.parse_expectations(text, offset), produced, name
-            )
+            try:
+                expected = diagnostics.parse_expectations(text, offset)
+            except diagnostics.BadAnnotation as exc:
+                raise UserError(f"{name}: {exc}") from None
+            problems += diagnostics.match(expected, produced, name)
         if problems:
             self._pending_output = None  # nothing is written to -o on a mismatch
             for line in problems:

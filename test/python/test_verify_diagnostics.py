@@ -58,6 +58,10 @@ def test_annotation_forms_name_the_right_lines() -> None:
         BAD_SHAPE + f"// expected-error@-1 {{{{{SHAPE_MSG}}}}}\n",
         BAD_SHAPE + "// expected-error@above {{must equal operand}}\n",
         BAD_SHAPE.replace("tensor<4xf32>\n", "tensor<4xf32> // expected-error {{[8]}}\n"),
+        # mlir-opt's spellings that used to be skipped silently: a space before `@`, `-re`
+        BAD_SHAPE + "// expected-error @-1 {{must equal operand}}\n",
+        BAD_SHAPE + "// expected-error @ -1 {{must equal operand}}\n",
+        BAD_SHAPE + "// expected-error-re@-1 {{shape [{{[0-9]+}}] must equal operand shape [8]}}\n",
     ],
 )
 def test_matching_expectation_is_accepted(
@@ -95,6 +99,24 @@ def test_matching_expectation_is_accepted(
         ),
         # no annotation at all
         (BAD_SHAPE, [f"in.mlir:2: unexpected error: {SHAPE_MSG}"]),
+        # a pattern that does not match (the literal parts are not patterns: `[4]` is text)
+        (
+            BAD_SHAPE + "// expected-error-re@-1 {{shape [4] must equal {{[0-9]+}} shape}}\n",
+            [
+                f"in.mlir:2: unexpected error: {SHAPE_MSG}",
+                'in.mlir:2: expected error "shape [4] must equal {{[0-9]+}} shape" was not '
+                "produced",
+            ],
+        ),
+        # a `-re` or spaced annotation on valid IR is unmet too (both were skipped)
+        (
+            '%x = "test.op"() : () -> tensor<8xf32>  // expected-error @+0 {{boom}}\n'
+            "// expected-error-re {{bo{{o+}}m}}\n",
+            [
+                'in.mlir:1: expected error "boom" was not produced',
+                'in.mlir:2: expected error "bo{{o+}}m" was not produced',
+            ],
+        ),
         # an annotation on valid IR (it used to pass silently)
         (
             '%x = "test.op"() : () -> tensor<8xf32>  // expected-error {{boom}}\n',
@@ -167,3 +189,20 @@ def test_plain_xdsl_opt_prints_one_message(tmp_path: Path) -> None:
     res = run_tool(["xdsl-opt", str(src), "-p", "data-parallel-schedule", "--verify-diagnostics"])
     assert res.returncode == 0  # xDSL's meaning: print the diagnostic, exit 0
     assert res.stdout == "'comp.add' uses a result of 'comm.allreduce' (%r) before its definition\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("// expected-error@+1 boom", "cannot read the annotation '// expected-error@+1 boom'"),
+        ("// expected-error {{boom", "the annotation's {{text}} has no closing }}"),
+        ("// expected-error-re {{a{{(}}b}}", "expected-...-re {{a{{(}}b}}: missing ), "),
+    ],
+)
+def test_an_annotation_that_cannot_be_read_is_an_error_not_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, why: str
+) -> None:
+    code, out, err = opt(tmp_path, BAD_SHAPE + line + "\n", capsys=capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"lancet-opt: error: in.mlir: line 3: {why}")
+    assert len(err.splitlines()) == 1
