@@ -131,6 +131,8 @@ def _publish(staged: _Staged) -> None:
         with open(staged.tmp, "rb") as f:
             data = f.read()
         _remove(staged.tmp)
+        if sys.stdout is None:  # started with fd 1 closed (`>&-`)
+            raise UserError("-: standard output is closed (give the output a file)")
         sys.stdout.flush()
         stream = getattr(sys.stdout, "buffer", None)  # a text-only stdout (tests) has none
         if stream is not None:
@@ -217,7 +219,12 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
         check_output_folder(asked, inputs=outputs.inputs)
     target = _resolved(asked)
     if target != STDOUT and _writes_through(target):
-        yield target
+        try:
+            yield target
+        except OSError as exc:  # e.g. /dev/full: name the output
+            if exc.filename in (target, None):
+                raise UserError(f"{asked}: {exc.strerror or exc}") from None
+            raise
         return
     tmp = _make_temp(target)
     try:
@@ -248,7 +255,12 @@ def _make_temp(target: str) -> str:
         except OSError as exc:
             raise UserError(f"{target}: {exc.strerror or exc}") from None
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the umask
+    # mkstemp makes 0600: a new output follows the umask, a replaced one keeps its mode
+    try:
+        mode = os.stat(target).st_mode & 0o7777 if target != STDOUT else None
+    except OSError:
+        mode = None
+    os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
     return tmp
 
 
@@ -271,6 +283,8 @@ def check_output_folder(
         raise UserError(f"{name}: is a folder")
     if target.endswith(os.sep):
         raise UserError(f"{name}: names a folder, not a file")
+    if os.path.isfile(target) and not os.access(target, os.W_OK):
+        raise UserError(f"{name}: is read-only")  # as `cp` refuses; a rename would not
     # where a link points: a dangling link into a missing folder cannot be written either
     if not os.path.isdir(os.path.dirname(os.path.realpath(target))):
         raise UserError(f"{name}: folder does not exist")

@@ -214,6 +214,9 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for what, path in named:
         check_output_folder(path, what, inputs)
+        if what != "-o" and getattr(args, "print_between_passes", False) and _to_stdout(path):
+            raise UserError(f"{what} {path}: standard output carries the IR that "
+                            "--print-between-passes prints; give this output a file")  # fmt: skip
     _refuse_clashes(named)
 
 

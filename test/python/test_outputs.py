@@ -529,3 +529,39 @@ def test_lancet_run_reads_an_empty_file_as_an_empty_module(
         assert (code, out) == (1, "")
         # not `Could not parse entire input!`
         assert err == "lancet-run: error: the module has no public function with a body to run\n"
+
+
+def test_a_replaced_output_keeps_its_mode_and_device_errors_name_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, out = tmp_path / "m.mlir", tmp_path / "out.mlir"
+    src.write_text(GOOD)
+    out.write_text("old")
+    out.chmod(0o600)  # the rename of a 0644 temporary file made it 0644
+    assert run_main(opt_main, [str(src), "-o", str(out)], capsys)[0] == 0
+    assert (out.stat().st_mode & 0o777, "func.func" in out.read_text()) == (0o600, True)
+    if os.path.exists("/dev/full"):
+        code, _, err = run_main(opt_main, [str(src), "-o", "/dev/full"], capsys)
+        assert (code, err) == (1, "lancet-opt: error: /dev/full: No space left on device\n")
+
+
+def test_stdout_outputs_refused_with_print_between_passes_or_a_closed_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    src = tmp_path / "m.mlir"
+    src.write_text(GOOD)
+    argv = [str(src), "-o", os.devnull, "--report", "-", "--print-between-passes", "-p",
+            "program-order,program-order"]  # fmt: skip
+    code, out, err = run_main(opt_main, argv, capsys)
+    assert (code, out) == (1, "")
+    assert err == ("lancet-opt: error: --report -: standard output carries the IR that "
+                   "--print-between-passes prints; give this output a file\n")  # fmt: skip
+    # started with fd 1 closed: one line, not "'NoneType' object has no attribute 'flush'"
+    code_text = "from lancet_mlir.tools.launch import lancet_opt; lancet_opt()"
+    proc = subprocess.run([sys.executable, "-c", code_text, str(src)], stdout=None,
+                          stderr=subprocess.PIPE, text=True, timeout=120,
+                          preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (
+        1, "lancet-opt: error: -: standard output is closed (give the output a file)\n")  # fmt: skip
