@@ -268,6 +268,20 @@ def _run_mpi(args: argparse.Namespace) -> int:
         raise SystemExit(1) from failure
 
 
+def _agree_on_signatures(a: Any, b: Any, func: str | None, comm: Any) -> None:
+    """Every rank checks that the two modules' functions take the same arguments and learns
+    of any rank's failure (`RankFailure`: rank 0 prints it once, not every rank)."""
+    from lancet_mlir.runtime.compare import check_same_signature
+    from lancet_mlir.runtime.mpi import agree
+
+    try:
+        check_same_signature(a.module, b.module, func, (a.source, b.source))
+        error = None
+    except UserError as exc:
+        error = str(exc)
+    agree(comm, error)
+
+
 def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
     from lancet_mlir.runtime.executor import execute
     from lancet_mlir.runtime.results import gather_results, print_summary, save_npz
@@ -285,6 +299,7 @@ def _run_mpi_body(args: argparse.Namespace, comm: Any, coll: Any) -> int:
         from lancet_mlir.runtime.compare import compare_modules
 
         a, b = modules.loaded
+        _agree_on_signatures(a, b, args.func, comm)
         options = {"seed": args.seed, "func": args.func, "inputs": inputs, "comm": coll}
         result = compare_modules(a, b, rtol=args.rtol, atol=args.atol, promote=args.promote,
                                  **options)  # fmt: skip

@@ -186,3 +186,25 @@ def test_profile_sync_error_is_printed_once(tmp_path: Path) -> None:
         "(this tool reads version 1) (and 1 more rank(s) failed)"
     ]
     assert not out.exists()
+
+
+def test_compare_of_modules_with_other_arguments_is_one_line_under_mpiexec(
+    tmp_path: Path,
+) -> None:
+    """Every rank found the mismatch alone and printed it (then aborted); now they agree on
+    it and rank 0 prints it once, exit 1."""
+    other = tmp_path / "other.mlir"
+    other.write_text(
+        "builtin.module attributes {lancet.world_size = 2 : i64} {\n"
+        "  func.func @collectives(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {\n"
+        "    %s = comm.allreduce %x : (tensor<4x4xf32>) -> tensor<4x4xf32>\n"
+        "    func.return %s : tensor<4x4xf32>\n  }\n}\n"
+    )
+    args = ["--compare", MODULE, str(other)]
+    proc = mpiexec("lancet_run", args, args)
+    assert proc.returncode == 1
+    assert errors(proc, "lancet-run") == [
+        f"lancet-run: error: rank 0: @collectives of {MODULE} and @collectives of {other} take "
+        "different arguments, so they cannot run on the same inputs: 7 arguments vs 1"
+    ]
+    assert proc.stdout == ""
