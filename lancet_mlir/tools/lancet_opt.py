@@ -159,6 +159,7 @@ class LancetOptMain(xDSLOptMain):
         opt_outputs.check_output_paths(self.args)
         opt_outputs.check_flags(self.args)
         opt_outputs.window_flag_warning(self.args)
+        opt_outputs.mpi_flag_warning(self.args)
         # built as xDSL's setup_pipeline does, with our callback (xDSL's prints --time-passes
         # lines to stdout, ahead of the IR) and the outputs' `simulate` pass appended
         pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes)

@@ -379,6 +379,18 @@ def window_flag_warning(args: argparse.Namespace) -> None:
                          "or --gantt-compare\n")  # fmt: skip
 
 
+def mpi_flag_warning(args: argparse.Namespace) -> None:
+    """Under mpiexec without `--mpi` every rank runs the whole pipeline and writes every
+    output (the IR on stdout once per rank): one warning line, from rank 0."""
+    from lancet_mlir.support.launcher import in_mpi_job, launcher_rank, launcher_world_size
+
+    if getattr(args, "mpi", False) or not in_mpi_job() or launcher_rank() != 0:
+        return
+    sys.stderr.write(f"lancet-opt: warning: {launcher_world_size()} MPI ranks each run the "
+                     "whole pipeline and write every output; add --mpi to optimize on rank 0 "
+                     "and write once\n")  # fmt: skip
+
+
 def before_pipeline(module: ModuleOp, args: argparse.Namespace) -> list[BlockResult] | None:
     """With `--gantt-compare`, simulate the input module (before any pass, costed by the
     module's attributes, as the outputs are) and return it."""

@@ -208,3 +208,14 @@ def test_compare_of_modules_with_other_arguments_is_one_line_under_mpiexec(
         "different arguments, so they cannot run on the same inputs: 7 arguments vs 1"
     ]
     assert proc.stdout == ""
+
+
+def test_lancet_opt_under_mpiexec_without_mpi_warns_once(tmp_path: Path) -> None:
+    args = [MODULE, "-o", os.devnull]
+    proc = mpiexec("lancet_opt", args, args)
+    assert (proc.returncode, proc.stdout) == (0, "")
+    warning = ("lancet-opt: warning: 2 MPI ranks each run the whole pipeline and write every "
+               "output; add --mpi to optimize on rank 0 and write once")  # fmt: skip
+    assert [ln for ln in proc.stderr.splitlines() if "warning" in ln] == [warning]
+    proc = mpiexec("lancet_opt", [*args, "--mpi"], [*args, "--mpi"])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
