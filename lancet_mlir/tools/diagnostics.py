@@ -45,8 +45,9 @@ _EXPECT = re.compile(
     r"//\s*expected-(error|warning|note|remark)(-re)?\s*"
     r"(?:@\s*(above|below|unknown|[+-]\s*\d+))?\s*\{\{"
 )
-# a word that starts like an annotation but is none: refused, not silently skipped
-_ALMOST = re.compile(r"//\s*expected-(?:error|warning|note|remark)\b")
+# what is meant as an annotation (`-re`, `@` or `{` after the kind) but is none: refused,
+# not silently skipped; prose such as `// expected-error lines ...` stays a comment
+_ALMOST = re.compile(r"//\s*expected-(?:error|warning|note|remark)(?:-re\b|\s*@|\s*\{)")
 UNKNOWN_LINE = 0
 """The line of a diagnostic without a source location (matched by `@unknown`)."""
 

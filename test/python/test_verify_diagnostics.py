@@ -206,3 +206,8 @@ def test_an_annotation_that_cannot_be_read_is_an_error_not_skipped(
     assert (code, out) == (1, "")
     assert err.startswith(f"lancet-opt: error: in.mlir: line 3: {why}")
     assert len(err.splitlines()) == 1
+
+
+def test_prose_that_mentions_an_annotation_stays_a_comment() -> None:
+    text = "// expected-error lines below name the errors\n// see expected-error@+1 in the docs\n"
+    assert parse_expectations(text) == []
