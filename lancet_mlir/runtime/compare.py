@@ -158,9 +158,16 @@ def diff_arrays(
     x, y = a.astype(np.float64), b.astype(np.float64)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, judged below (no numpy warning line)
         err = np.abs(x - y)
-    # equal infinities/NaNs count as equal, like numpy.isclose(equal_nan=True)
-    same = (x == y) | (np.isnan(x) & np.isnan(y))
-    err = np.where(same, 0.0, err)
+    # equal infinities/NaNs count as equal, like numpy.isclose(equal_nan=True); integers
+    # compare as themselves (int64 beyond 2**53 is not exact in float64), and two that
+    # differ are at least 1 apart
+    if a.dtype.kind in "iub":
+        same = np.asarray(a == b)
+        err = np.where(same, 0.0, np.maximum(err, 1.0))
+    else:
+        same = (x == y) | (np.isnan(x) & np.isnan(y))
+        # NaN against a number is infinitely off (a NaN error made `max` depend on order)
+        err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
     # relative to a nonzero finite reference only: at an exact 0, atol alone judges; an
     # element that differs from an infinite (or NaN) reference is infinitely off
     nonzero = y != 0

@@ -38,7 +38,7 @@ def load_rank_arrays(path: str) -> dict[int, list[np.ndarray]]:
             items = {k: data[k] for k in data.files}
     except FileNotFoundError as exc:
         raise UserError(f"{path}: no such file") from exc
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
         raise UserError(f"{path}: not a readable npz file ({exc})") from exc
     per_rank: dict[int, dict[int, np.ndarray]] = {}
     for key, value in items.items():

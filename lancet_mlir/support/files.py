@@ -9,15 +9,19 @@ when the whole run succeeded; a failure, an exception or Ctrl-C anywhere removes
 files and leaves every earlier output as it was. The path `-` means standard output: its text
 is staged too and printed at commit.
 
-The commit renames one file after the other with SIGINT blocked (POSIX has no multi-file
+The commit prints the stdout output first (a failed print renames nothing), then renames
+one file after the other with SIGINT, SIGTERM and SIGHUP held (POSIX has no multi-file
 rename); the primary output (`-o`) is renamed last, so a crash inside that window of a few
-system calls can at worst leave new secondary outputs next to an old primary output.
+system calls can at worst leave new secondary outputs next to an old primary output. An
+output through a symbolic link to a regular file replaces that file (the link stays).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -82,20 +86,39 @@ class OutputSet:
         self._staged.append(_Staged(target, tmp, primary))
 
     def commit(self) -> None:
-        """Rename every staged output into place (primary last) and print the stdout one."""
+        """Print the stdout output first, then rename every staged file into place (primary
+        last). A stream can fail where a rename does not (closed, full, a reader gone), and
+        printed text cannot be taken back: so a failed print renames nothing (the error
+        says why), and only a reader that went away (`BrokenPipeError`, the usual exit 0 of
+        `... | head`) still gets the files renamed. The renames run with Ctrl-C and SIGTERM
+        held; the print does not (a stalled pipe may be interrupted)."""
         order = sorted(self._staged, key=lambda s: s.primary)  # stable: staging order otherwise
         self._staged = []
-        blocked = _block_sigint()
+        printed = [s for s in order if s.target == STDOUT]
+        files = [s for s in order if s.target != STDOUT]
+        gone: BrokenPipeError | None = None
         try:
-            for k, staged in enumerate(order):
+            for staged in printed:
+                _print_staged(staged)
+        except BrokenPipeError as exc:
+            gone = exc
+        except BaseException:
+            for rest in order:
+                _remove(rest.tmp)
+            raise
+        blocked = _block_signals()
+        try:
+            for k, staged in enumerate(files):
                 try:
-                    _publish(staged)
+                    _rename_staged(staged)
                 except BaseException:
-                    for rest in order[k + 1 :]:
+                    for rest in files[k + 1 :]:
                         _remove(rest.tmp)
                     raise
         finally:
-            _unblock_sigint(blocked)
+            _unblock_signals(blocked)
+        if gone is not None:
+            raise gone
 
     def discard(self) -> None:
         """Remove every staged temporary file; the targets keep their old contents."""
@@ -127,12 +150,20 @@ def declare_inputs(*paths: str | None) -> None:
 
 
 def _publish(staged: _Staged) -> None:
+    """Print (`-`) or rename one staged output."""
     if staged.target == STDOUT:
-        with open(staged.tmp, "rb") as f:
-            data = f.read()
-        _remove(staged.tmp)
-        if sys.stdout is None:  # started with fd 1 closed (`>&-`)
-            raise UserError("-: standard output is closed (give the output a file)")
+        _print_staged(staged)
+    else:
+        _rename_staged(staged)
+
+
+def _print_staged(staged: _Staged) -> None:
+    with open(staged.tmp, "rb") as f:
+        data = f.read()
+    _remove(staged.tmp)
+    if sys.stdout is None:  # started with fd 1 closed (`>&-`)
+        raise UserError(CLOSED_STDOUT)
+    try:
         sys.stdout.flush()
         stream = getattr(sys.stdout, "buffer", None)  # a text-only stdout (tests) has none
         if stream is not None:
@@ -140,12 +171,32 @@ def _publish(staged: _Staged) -> None:
         else:
             sys.stdout.write(data.decode("utf-8", errors="replace"))
         sys.stdout.flush()
-        return
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # e.g. stdout is /dev/full
+        raise UserError(f"-: standard output: {exc.strerror or exc}") from None
+
+
+def _rename_staged(staged: _Staged) -> None:
     try:
         os.replace(staged.tmp, staged.target)
     except OSError as exc:
         _remove(staged.tmp)
         raise UserError(f"{staged.target}: {exc.strerror or exc}") from None
+
+
+CLOSED_STDOUT = "-: standard output is closed (give the output a file)"
+
+
+def stdout_is_open() -> bool:
+    """Whether standard output can be written at all (not started with fd 1 closed)."""
+    if sys.stdout is None:
+        return False
+    try:
+        os.fstat(1)
+    except OSError:
+        return False
+    return True
 
 
 def _remove(path: str) -> None:
@@ -155,36 +206,48 @@ def _remove(path: str) -> None:
         pass
 
 
-def _block_sigint() -> bool:
-    """Hold Ctrl-C and SIGTERM back while the staged outputs are renamed."""
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+"""Held back while the staged outputs are renamed (a few system calls)."""
+
+
+def _block_signals() -> bool:
+    """Hold `HELD_SIGNALS` back while the staged outputs are renamed."""
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     except (AttributeError, OSError, ValueError):  # pragma: no cover - non-POSIX
         return False
     return True
 
 
-def _unblock_sigint(blocked: bool) -> None:
+def _unblock_signals(blocked: bool) -> None:
     if blocked:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
 
 
 STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 """Paths that name standard output whatever it is (also when it cannot be looked at)."""
 
 
+STDERR_ALIASES = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
+"""Standard error: never counted as standard output, even where both are one terminal or
+one pipe (`2>&1`): the user chose it."""
+
+
 def is_stdout(path: str) -> bool:
     """Whether writing `path` writes standard output: `-`, one of `STDOUT_ALIASES`, or a
-    path naming the very file (or pipe, or terminal) that file descriptor 1 is, e.g.
-    `/dev//stdout`, a link to it, or `r.json` in `lancet-opt ... > r.json`. Not /dev/null:
-    any number of outputs may be thrown away."""
+    path naming the very regular file or pipe that file descriptor 1 is, e.g. `/dev//stdout`
+    in a pipe, a link to it, or `r.json` in `lancet-opt ... > r.json`. Not a device (a
+    terminal, /dev/null: text there is not lost, and any number of outputs may be thrown
+    away) and not `STDERR_ALIASES`."""
     if path == STDOUT or path in STDOUT_ALIASES:
         return True
-    if path == os.devnull:
+    if path in STDERR_ALIASES or path == os.devnull:
         return False
     try:
         here, out = os.stat(path), os.fstat(1)
     except (OSError, ValueError):
+        return False
+    if not (stat.S_ISREG(here.st_mode) or stat.S_ISFIFO(here.st_mode)):
         return False
     return (here.st_dev, here.st_ino) == (out.st_dev, out.st_ino)
 
@@ -201,7 +264,14 @@ def _resolved(target: str) -> str:
     output; `-` and standard output (`is_stdout`) become `-`, written to the stream."""
     if is_stdout(target):
         return STDOUT
-    return os.path.realpath(target) if os.path.islink(target) else target
+    if not os.path.islink(target):
+        return target
+    try:
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return target  # a link to a pipe or device (/dev/stderr): written through it
+    except OSError:
+        pass  # a dangling link: the file it names is created
+    return os.path.realpath(target)
 
 
 @contextmanager
@@ -254,13 +324,17 @@ def _make_temp(target: str) -> str:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
         except OSError as exc:
             raise UserError(f"{target}: {exc.strerror or exc}") from None
-    os.close(fd)
-    # mkstemp makes 0600: a new output follows the umask, a replaced one keeps its mode
-    try:
-        mode = os.stat(target).st_mode & 0o7777 if target != STDOUT else None
-    except OSError:
-        mode = None
-    os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
+    try:  # a signal from here on must not leave the file behind
+        os.close(fd)
+        # mkstemp makes 0600: a new output follows the umask, a replaced one keeps its mode
+        try:
+            mode = os.stat(target).st_mode & 0o7777 if target != STDOUT else None
+        except OSError:
+            mode = None
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
+    except BaseException:
+        _remove(tmp)
+        raise
     return tmp
 
 
@@ -283,6 +357,12 @@ def check_output_folder(
         raise UserError(f"{name}: is a folder")
     if target.endswith(os.sep):
         raise UserError(f"{name}: names a folder, not a file")
+    if os.path.islink(target):
+        try:
+            os.stat(target)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # realpath would stop and the link be replaced
+                raise UserError(f"{name}: {exc.strerror}") from None
     if os.path.isfile(target) and not os.access(target, os.W_OK):
         raise UserError(f"{name}: is read-only")  # as `cp` refuses; a rename would not
     # where a link points: a dangling link into a missing folder cannot be written either

@@ -38,16 +38,17 @@ from lancet_mlir.support.locations import SPANS, LocatingParser
 __all__ = ["LocatingParser"]  # re-exported: it lives in support/ for the runtime's loader too
 
 KINDS = ("error", "warning", "note", "remark")
-# as mlir-opt reads them: spaces may precede `@` and the text, `-re` makes the text a
+# as mlir-opt reads them (anywhere in a line, `// TODO: expected-error@+1 {{x}}` too):
+# spaces may precede `@` and the text, `-re` makes the text a
 # pattern; the text runs to the last `}}` before the next annotation of the line or its end
 # (a pattern holds `{{...}}` itself)
 _EXPECT = re.compile(
-    r"//\s*expected-(error|warning|note|remark)(-re)?\s*"
+    r"expected-(error|warning|note|remark)(-re)?\s*"
     r"(?:@\s*(above|below|unknown|[+-]\s*\d+))?\s*\{\{"
 )
-# what is meant as an annotation (`-re`, `@` or `{` after the kind) but is none: refused,
-# not silently skipped; prose such as `// expected-error lines ...` stays a comment
-_ALMOST = re.compile(r"//\s*expected-(?:error|warning|note|remark)(?:-re\b|\s*@|\s*\{)")
+# a comment that starts as an annotation (`-re`, `@` or `{` after the kind) but is none:
+# refused, not silently skipped; prose such as `// expected-error lines ...` stays a comment
+_ALMOST = re.compile(r"//\s*(expected-(?:error|warning|note|remark)(?:-re\b|\s*@|\s*\{))")
 UNKNOWN_LINE = 0
 """The line of a diagnostic without a source location (matched by `@unknown`)."""
 
@@ -106,7 +107,8 @@ def parse_expectations(text: str, line_offset: int = 0) -> list[Expectation]:
     for index, source in enumerate(text.splitlines()):
         here = line_offset + index + 1
         heads = list(_EXPECT.finditer(source))
-        if len(heads) != len(_ALMOST.findall(source)):
+        starts = {m.start() for m in heads}
+        if any(m.start(1) not in starts for m in _ALMOST.finditer(source)):
             raise BadAnnotation(
                 f"line {here}: cannot read the annotation {source.strip()!r} (expected "
                 "`// expected-<kind>[-re][@+N|@-N|@above|@below|@unknown] {{text}}`)"

@@ -38,10 +38,11 @@ def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
         raise
     except KeyboardInterrupt:
         interrupted(tool)
-    except Terminated:
+    except Terminated as ended:
+        what, code = ended.what(), 128 + ended.signum
         if in_mpi_job():
-            abort_job(tool, "terminated", 143)
-        fail(tool, "terminated", 143)
+            abort_job(tool, what, code)
+        fail(tool, what, code)
     except BrokenPipeError:
         raise SystemExit(0) from None
     except AgreedError as exc:  # every MPI rank knows: a normal exit
@@ -55,32 +56,46 @@ def run_cli(tool: str, body: Callable[[], int | None]) -> NoReturn:
     raise SystemExit(code or 0)
 
 
+ENDING_SIGNALS = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+"""The signals a tool turns into `Terminated` (with its one-line word) while it runs."""
+
+
 class Terminated(BaseException):
-    """SIGTERM arrived while a tool ran (raised by the handler `run_cli` installs, so that
-    the run's staged and temporary output files are removed as after Ctrl-C)."""
+    """SIGTERM or SIGHUP arrived while a tool ran (raised by the handler `run_cli` installs,
+    so that the run's staged and temporary output files are removed as after Ctrl-C)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def what(self) -> str:
+        """The error line's word: `terminated` or `hung up`."""
+        return ENDING_SIGNALS.get(signal.Signals(self.signum), "terminated")
 
 
 @contextmanager
 def _terminate_as_exception() -> Iterator[None]:
-    """Turn SIGTERM into `Terminated` meanwhile, unless the process already handles it (an
-    embedding program's handler stays) or this is not the main thread (no handler can be
-    set there). The default action would end the process at once, leaving the temporary
-    files of the outputs being written."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
+    """Turn `ENDING_SIGNALS` into `Terminated` meanwhile, each unless the process already
+    handles it (an embedding program's handler stays; `nohup` ignores SIGHUP), and not
+    outside the main thread (no handler can be set there). Their default action ends the
+    process at once, leaving the temporary files of the outputs being written."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def on_terminate(signum: int, frame: object) -> None:
-        raise Terminated
+    def on_signal(signum: int, frame: object) -> None:
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, on_terminate)
+    previous = {
+        sig: signal.signal(sig, on_signal)
+        for sig in ENDING_SIGNALS
+        if signal.getsignal(sig) is signal.SIG_DFL
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def interrupted(tool: str) -> NoReturn:

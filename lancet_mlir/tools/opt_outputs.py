@@ -37,7 +37,7 @@ from lancet_mlir.cost.clusters import cluster_names
 from lancet_mlir.cost.devices import device_names
 from lancet_mlir.passes.costing import CostOptions
 from lancet_mlir.passes.simulate import SimulatePass
-from lancet_mlir.support.files import is_stdout
+from lancet_mlir.support.files import CLOSED_STDOUT, is_stdout, stdout_is_open
 from lancet_mlir.tools.cli import non_empty, positive_int
 from lancet_mlir.tools.errors import UserError
 
@@ -218,6 +218,8 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
             raise UserError(f"{what} {path}: standard output carries the IR that "
                             "--print-between-passes prints; give this output a file")  # fmt: skip
     _refuse_clashes(named)
+    if any(_to_stdout(path) for _, path in named) and not stdout_is_open():
+        raise UserError(CLOSED_STDOUT)  # before any work, not after some files were renamed
 
 
 def _flag_inputs(args: argparse.Namespace) -> list[str]:

@@ -79,6 +79,20 @@ def test_a_finite_element_against_an_infinite_one_is_no_match() -> None:
     assert diff_arrays(np.array([inf]), np.array([inf]), rank=0, index=0).ok
 
 
+def test_integers_compare_exactly_and_nan_against_a_number_is_infinitely_off() -> None:
+    big = 2**60  # float64 holds it, not big + 1: the two compared as equal
+    d = diff_arrays(np.array([big, 3], np.int64), np.array([big + 1, 3], np.int64),
+                    rank=0, index=0)  # fmt: skip
+    assert (d.ok, d.max_abs_err) == (False, 1.0)
+    assert diff_arrays(np.array([big]), np.array([big]), rank=0, index=0).ok
+    nan = float("nan")
+    for first, second in [([nan, 1.0], [4.0, 1.0]), ([1.0, nan], [1.0, 4.0])]:
+        with np.errstate(all="raise"):
+            d = diff_arrays(np.array(first), np.array(second), rank=0, index=0)
+        # the error was NaN, so the worst error of a run depended on the outputs' order
+        assert (d.ok, d.max_abs_err, d.max_rel_err) == (False, float("inf"), float("inf"))
+
+
 def test_default_tolerances_go_by_dtype() -> None:
     assert tolerances("float64", None, None) == (1e-9, 1e-12)
     assert tolerances("float32", None, None) == (1e-4, 1e-5)

@@ -565,3 +565,76 @@ def test_stdout_outputs_refused_with_print_between_passes_or_a_closed_stdout(
                           preexec_fn=lambda: os.close(1))  # fmt: skip
     assert (proc.returncode, proc.stderr) == (
         1, "lancet-opt: error: -: standard output is closed (give the output a file)\n")  # fmt: skip
+
+
+def _sh(command: str, cwd: Path) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a bash command line in which `OPT` runs lancet-opt."""
+    import shlex
+    import subprocess
+
+    opt = shlex.join([sys.executable, "-c",
+                      "from lancet_mlir.tools.launch import lancet_opt; lancet_opt()"])  # fmt: skip
+    proc = subprocess.run(["bash", "-c", command.replace("OPT", opt)], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_failing_stdout_renames_no_file_and_a_gone_reader_still_gets_them(
+    tmp_path: Path,
+) -> None:
+    # stdout was printed in the middle of the renames: files renamed before it stayed
+    # when it failed, and `| true` lost the files renamed after it with exit 0
+    (tmp_path / "m.mlir").write_text(GOOD)
+    if os.path.exists("/dev/full"):
+        code, _, err = _sh("OPT m.mlir --report - -o out.mlir --timeline t.json > /dev/full",
+                           tmp_path)  # fmt: skip
+        assert (code, err) == (1, "lancet-opt: error: -: standard output: No space left on "
+                                  "device\n")  # fmt: skip
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlir"]
+    big = "\n".join(f'%v{k} = "test.op"() : () -> tensor<8xf32>' for k in range(3000))
+    (tmp_path / "big.mlir").write_text(big + "\n")  # more than a pipe holds: the reader is gone
+    code, _, err = _sh("OPT big.mlir -o out.mlir --report r.json --timeline - | true", tmp_path)
+    assert code == 0
+    assert "error" not in err  # (a warning that test.op is costed 0)
+    assert json.loads((tmp_path / "r.json").read_text())["makespan_us"] >= 0
+    assert "test.op" in (tmp_path / "out.mlir").read_text()
+    # fd 1 closed: refused before any work, not after some files were renamed
+    code, _, err = _sh("OPT m.mlir --report - -o o2.mlir >&-", tmp_path)
+    assert (code, err) == (1, "lancet-opt: error: -: standard output is closed (give the "
+                              "output a file)\n")  # fmt: skip
+    assert not (tmp_path / "o2.mlir").exists()
+
+
+def test_stderr_and_devices_are_never_taken_for_stdout(tmp_path: Path) -> None:
+    (tmp_path / "m.mlir").write_text(GOOD)
+    # 2>&1: stderr is the same pipe as stdout, but the user chose it (refused for a while)
+    code, out, err = _sh("OPT m.mlir --report /dev/stderr 2>&1 | cat", tmp_path)
+    assert (code, err) == (0, "")
+    assert "func.func" in out
+    assert '"makespan_us"' in out
+    os.symlink(os.devnull, tmp_path / "nul")
+    for path in ("//dev/null", "nul"):
+        assert _sh(f"OPT m.mlir --report {path} > /dev/null", tmp_path) == (0, "", "")
+    os.symlink("loop2", tmp_path / "loop1")
+    os.symlink("loop1", tmp_path / "loop2")
+    code, _, err = _sh("OPT m.mlir -o loop1", tmp_path)
+    assert (code, err) == (1, "lancet-opt: error: -o loop1: Too many levels of symbolic "
+                              "links\n")  # fmt: skip
+    assert (tmp_path / "loop1").is_symlink()
+
+
+def test_sighup_is_one_line_too(tmp_path: Path) -> None:
+    code = (
+        "import os, signal\n"
+        "from lancet_mlir.tools.errors import run_cli\n"
+        "from lancet_mlir.support.files import write_atomic\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        "def body():\n"
+        "    write_atomic('done.txt', 'staged')\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    while True:\n"
+        "        pass\n"
+        "run_cli('lancet-opt', body)\n"
+    )
+    assert _run_python(code) == (129, "", "lancet-opt: error: hung up\n")
+    assert list(tmp_path.iterdir()) == []

@@ -211,3 +211,7 @@ def test_an_annotation_that_cannot_be_read_is_an_error_not_skipped(
 def test_prose_that_mentions_an_annotation_stays_a_comment() -> None:
     text = "// expected-error lines below name the errors\n// see expected-error@+1 in the docs\n"
     assert parse_expectations(text) == []
+    # as in mlir-opt, an annotation may follow other words of the comment
+    assert parse_expectations("// TODO: expected-error@+1 {{x}}\n") == [
+        Expectation("error", 2, "x")
+    ]
