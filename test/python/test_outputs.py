@@ -500,15 +500,16 @@ def test_empty_and_folder_like_output_paths_are_refused_before_any_work(
 def test_sigterm_removes_the_staged_outputs_and_is_one_line(tmp_path: Path) -> None:
     # SIGTERM's default action ended the process and left `.lancet-*.tmp` files behind
     code = (
-        "import os, signal, sys\n"
+        "import os, signal, sys, time\n"
         "from lancet_mlir.tools.errors import run_cli\n"
         "from lancet_mlir.support.files import write_atomic\n"
         f"os.chdir({str(tmp_path)!r})\n"
         "def body():\n"
         "    write_atomic('done.txt', 'staged')\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    while True:\n"
-        "        pass\n"
+        "    time.sleep(30)  # the signal ends it long before\n"
+        "    return 3\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a shell; nohup ignores SIGHUP\n"
         "run_cli('lancet-opt', body)\n"
     )
     (tmp_path / "done.txt").write_text("old")
@@ -625,15 +626,16 @@ def test_stderr_and_devices_are_never_taken_for_stdout(tmp_path: Path) -> None:
 
 def test_sighup_is_one_line_too(tmp_path: Path) -> None:
     code = (
-        "import os, signal\n"
+        "import os, signal, time\n"
         "from lancet_mlir.tools.errors import run_cli\n"
         "from lancet_mlir.support.files import write_atomic\n"
         f"os.chdir({str(tmp_path)!r})\n"
         "def body():\n"
         "    write_atomic('done.txt', 'staged')\n"
         "    os.kill(os.getpid(), signal.SIGHUP)\n"
-        "    while True:\n"
-        "        pass\n"
+        "    time.sleep(30)  # the signal ends it long before\n"
+        "    return 3\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as in a shell; nohup ignores SIGHUP\n"
         "run_cli('lancet-opt', body)\n"
     )
     assert _run_python(code) == (129, "", "lancet-opt: error: hung up\n")
