@@ -24,6 +24,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -86,16 +87,17 @@ class OutputSet:
         self._staged.append(_Staged(target, tmp, primary))
 
     def commit(self) -> None:
-        """Print the stdout output first, then rename every staged file into place (primary
-        last). A stream can fail where a rename does not (closed, full, a reader gone), and
-        printed text cannot be taken back: so a failed print renames nothing (the error
-        says why), and only a reader that went away (`BrokenPipeError`, the usual exit 0 of
-        `... | head`) still gets the files renamed. The renames run with Ctrl-C and SIGTERM
-        held; the print does not (a stalled pipe may be interrupted)."""
+        """Print the stream outputs (stdout, stderr) first, then rename every staged file
+        into place (primary last). A stream can fail where a rename does not (closed, full,
+        a reader gone), and printed text cannot be taken back: so a failed print renames
+        nothing (the error says why), and only a reader that went away (`BrokenPipeError`,
+        the usual exit 0 of `... | head`) still gets the files renamed. The renames run with
+        Ctrl-C, SIGTERM and SIGHUP held (`held_signals`); the print does not (a stalled pipe
+        may be interrupted)."""
         order = sorted(self._staged, key=lambda s: s.primary)  # stable: staging order otherwise
         self._staged = []
-        printed = [s for s in order if s.target == STDOUT]
-        files = [s for s in order if s.target != STDOUT]
+        printed = [s for s in order if s.target in STREAMS]
+        files = [s for s in order if s.target not in STREAMS]
         gone: BrokenPipeError | None = None
         try:
             for staged in printed:
@@ -106,17 +108,14 @@ class OutputSet:
             for rest in order:
                 _remove(rest.tmp)
             raise
-        blocked = _block_signals()
-        try:
+        with held_signals():
             for k, staged in enumerate(files):
                 try:
                     _rename_staged(staged)
                 except BaseException:
-                    for rest in files[k + 1 :]:
-                        _remove(rest.tmp)
+                    for rest in files[k:]:
+                        _remove(rest.tmp)  # the one cut off too (gone if it was renamed)
                     raise
-        finally:
-            _unblock_signals(blocked)
         if gone is not None:
             raise gone
 
@@ -150,8 +149,8 @@ def declare_inputs(*paths: str | None) -> None:
 
 
 def _publish(staged: _Staged) -> None:
-    """Print (`-`) or rename one staged output."""
-    if staged.target == STDOUT:
+    """Print (`STREAMS`) or rename one staged output."""
+    if staged.target in STREAMS:
         _print_staged(staged)
     else:
         _rename_staged(staged)
@@ -161,20 +160,41 @@ def _print_staged(staged: _Staged) -> None:
     with open(staged.tmp, "rb") as f:
         data = f.read()
     _remove(staged.tmp)
-    if sys.stdout is None:  # started with fd 1 closed (`>&-`)
-        raise UserError(CLOSED_STDOUT)
+    out = sys.stdout if staged.target == STDOUT else sys.stderr
+    name = "standard output" if staged.target == STDOUT else "standard error"
+    if out is None:  # started with that descriptor closed (`>&-`)
+        raise UserError(CLOSED_STDOUT if out is sys.stdout else f"{name} is closed")
     try:
-        sys.stdout.flush()
-        stream = getattr(sys.stdout, "buffer", None)  # a text-only stdout (tests) has none
-        if stream is not None:
+        out.flush()
+        fd = _fileno(out)
+        if fd is not None:
+            _write_all(fd, data)
+        elif (stream := getattr(out, "buffer", None)) is not None:  # tests' captures
             stream.write(data)
         else:
-            sys.stdout.write(data.decode("utf-8", errors="replace"))
-        sys.stdout.flush()
+            out.write(data.decode("utf-8", errors="replace"))
+        out.flush()
     except BrokenPipeError:
         raise
     except OSError as exc:  # e.g. stdout is /dev/full
-        raise UserError(f"-: standard output: {exc.strerror or exc}") from None
+        raise UserError(f"-: {name}: {exc.strerror or exc}") from None
+
+
+def _fileno(stream: object) -> int | None:
+    """The descriptor under a standard stream, or None (a test's capture has none)."""
+    try:
+        return stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd`: a short write (a full disk takes what fits) is
+    continued, so its error (ENOSPC) is raised, not lost as the buffered stream lost it."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def _rename_staged(staged: _Staged) -> None:
@@ -206,22 +226,44 @@ def _remove(path: str) -> None:
         pass
 
 
-HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Held back while the staged outputs are renamed (a few system calls)."""
 
 
-def _block_signals() -> bool:
-    """Hold `HELD_SIGNALS` back while the staged outputs are renamed."""
+@contextmanager
+def held_signals() -> Iterator[None]:
+    """Run the body with `HELD_SIGNALS` recorded instead of handled: a handler of Python's
+    runs in the main thread whichever thread the signal reaches (numpy's BLAS threads
+    among them), so a thread signal mask cannot hold it, but a handler that only notes it
+    can. A signal that came meanwhile is dropped when the body completed (everything it
+    was to do is done: the run ends as it would have a moment later) and raised as its
+    usual exception when the body failed. Not in other threads (no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        came.append(signum)
+
+    previous = {}
+    for sig in HELD_SIGNALS:
+        handler = signal.getsignal(sig)
+        if handler is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, note)
+    failed = False
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-    except (AttributeError, OSError, ValueError):  # pragma: no cover - non-POSIX
-        return False
-    return True
-
-
-def _unblock_signals(blocked: bool) -> None:
-    if blocked:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if failed and came:
+            handler = previous.get(came[0])
+            if callable(handler):
+                handler(came[0], None)  # e.g. KeyboardInterrupt or the tool's Terminated
 
 
 STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
@@ -230,7 +272,14 @@ STDOUT_ALIASES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 STDERR_ALIASES = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
 """Standard error: never counted as standard output, even where both are one terminal or
-one pipe (`2>&1`): the user chose it."""
+one pipe (`2>&1`): the user chose it. Written through the `sys.stderr` stream (opening the
+path would truncate the file it was redirected to, `> all.log 2>&1` or `2>> build.log`)."""
+
+STDERR = "<stderr>"
+"""The staged target of an output to standard error (`STDERR_ALIASES`)."""
+
+STREAMS = (STDOUT, STDERR)
+"""Staged targets printed to a stream at commit, not renamed."""
 
 
 def is_stdout(path: str) -> bool:
@@ -261,9 +310,14 @@ def _writes_through(target: str) -> bool:
 def _resolved(target: str) -> str:
     """`target` with symbolic links followed, so that the new file replaces what a link
     points to (the link stays) through the same temporary file and deferred rename as any
-    output; `-` and standard output (`is_stdout`) become `-`, written to the stream."""
-    if is_stdout(target):
+    output; `-` and `STDOUT_ALIASES` become `-`, `STDERR_ALIASES` `STDERR`, both printed to
+    the stream (appended where it was redirected). A file that only is what fd 1 is
+    (`-o x.txt > x.txt`) is replaced as a file: the clash checks (`is_stdout`) refuse it
+    where the IR goes to stdout too."""
+    if target == STDOUT or target in STDOUT_ALIASES:
         return STDOUT
+    if target in STDERR_ALIASES:
+        return STDERR
     if not os.path.islink(target):
         return target
     try:
@@ -288,7 +342,7 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
     if outputs is not None:
         check_output_folder(asked, inputs=outputs.inputs)
     target = _resolved(asked)
-    if target != STDOUT and _writes_through(target):
+    if target not in STREAMS and _writes_through(target):
         try:
             yield target
         except OSError as exc:  # e.g. /dev/full: name the output
@@ -315,7 +369,7 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
 
 
 def _make_temp(target: str) -> str:
-    if target == STDOUT:
+    if target in STREAMS:
         fd, tmp = tempfile.mkstemp(prefix=".lancet-stdout-", suffix=".tmp")
     else:
         check_output_folder(target)
@@ -328,7 +382,7 @@ def _make_temp(target: str) -> str:
         os.close(fd)
         # mkstemp makes 0600: a new output follows the umask, a replaced one keeps its mode
         try:
-            mode = os.stat(target).st_mode & 0o7777 if target != STDOUT else None
+            mode = os.stat(target).st_mode & 0o7777 if target not in STREAMS else None
         except OSError:
             mode = None
         os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
@@ -348,7 +402,7 @@ def check_output_folder(
     finally write. `flag` (e.g. "--save") prefixes the message; `-` (stdout) always passes.
     """
     target = os.fspath(path)
-    if target == STDOUT:
+    if target in (STDOUT, STDERR) or target in STDERR_ALIASES:
         return
     name = f"{flag} {target}" if flag else target
     if not target:

@@ -119,7 +119,15 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--compare: stdin ('-') can hold only one of the two modules")
     if args.inputs == "-" and "-" in (args.compare or [args.module]):
         raise UserError("--inputs -: stdin ('-') already holds the module; pass one as a file")
-    from lancet_mlir.support.files import check_output_folder, declare_inputs
+    from lancet_mlir.support.files import (
+        CLOSED_STDOUT,
+        check_output_folder,
+        declare_inputs,
+        stdout_is_open,
+    )
+
+    if not stdout_is_open():  # the summary (or the comparison) would be lost without a word
+        raise UserError(CLOSED_STDOUT)
 
     inputs = [*(args.compare or [args.module]), args.inputs]
     declare_inputs(*inputs)

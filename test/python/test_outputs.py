@@ -640,3 +640,110 @@ def test_sighup_is_one_line_too(tmp_path: Path) -> None:
     )
     assert _run_python(code) == (129, "", "lancet-opt: error: hung up\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_during_the_renames_waits_for_them(tmp_path: Path) -> None:
+    # the thread signal mask did not hold it (numpy's BLAS threads take signals too): one
+    # output was new, the others old, and a temporary file stayed
+    import signal as signals
+    import subprocess
+    import time
+
+    (tmp_path / "m.mlir").write_text(GOOD)
+    slow = (
+        "import os, time\n"
+        "real, n = os.replace, [0]\n"
+        "def slow(a, b):\n"
+        "    if '.lancet-' in str(a):\n"
+        "        n[0] += 1\n"
+        "        if n[0] == 2:\n"
+        "            open('MARK', 'w').close(); time.sleep(0.5)\n"
+        "    return real(a, b)\n"
+        "os.replace = slow\n"
+        "from lancet_mlir.tools.launch import lancet_opt; lancet_opt()\n"
+    )
+    for sig in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
+        for name in ("o.mlir", "r.json", "t.json"):
+            (tmp_path / name).write_text("old")
+        (tmp_path / "MARK").unlink(missing_ok=True)
+        argv = [sys.executable, "-c", slow, "m.mlir", "-o", "o.mlir", "--report", "r.json",
+                "--timeline", "t.json"]  # fmt: skip
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "MARK").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        # everything was done when it came: the run ends as it would have a moment later
+        assert (proc.returncode, out, err) == (0, "", ""), sig
+        assert all((tmp_path / n).read_text() != "old" for n in ("o.mlir", "r.json", "t.json"))
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "MARK", "m.mlir", "o.mlir", "r.json", "t.json"]  # fmt: skip
+
+
+def test_stdout_short_writes_are_continued_and_their_error_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the buffered stream took what a full disk had room for and said nothing: exit 0
+    import errno
+
+    from lancet_mlir.support import files
+
+    read, write = os.pipe()
+    real = os.write
+    monkeypatch.setattr(files.os, "write", lambda fd, data: real(fd, bytes(data[:3])))
+    files._write_all(write, b"0123456789")
+    os.close(write)
+    assert os.read(read, 100) == b"0123456789"
+    os.close(read)
+    calls: list[int] = []
+
+    def full(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return 4
+
+    class Out(io.StringIO):
+        def fileno(self) -> int:
+            return 1
+
+    monkeypatch.setattr(files.os, "write", full)
+    monkeypatch.setattr(sys, "stdout", Out())
+    report = tmp_path / "r.json"
+
+    def run() -> None:
+        with OutputSet():
+            write_atomic("-", "0123456789")
+            write_atomic(report, "{}")
+
+    with pytest.raises(UserError, match="^-: standard output: No space left on device$"):
+        run()
+    assert not report.exists()  # a failed print renames nothing
+    assert calls == [10, 6]
+
+
+def test_stderr_is_written_through_its_stream_and_a_file_that_is_stdout_is_replaced(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "m.mlir").write_text(GOOD)
+    # opening /dev/stderr truncated all.log: the IR printed before it was lost
+    assert _sh("OPT m.mlir --report /dev/stderr > all.log 2>&1", tmp_path) == (0, "", "")
+    text = (tmp_path / "all.log").read_text()
+    assert "func.func" in text
+    assert '"makespan_us"' in text
+    # `-o x.txt >> x.txt`: -o replaces its file, it does not append to the log
+    (tmp_path / "x.txt").write_text("old\n")
+    assert _sh("OPT m.mlir -o x.txt >> x.txt", tmp_path) == (0, "", "")
+    assert (tmp_path / "x.txt").read_text().startswith("builtin.module")
+
+
+def test_lancet_run_refuses_a_closed_stdout(tmp_path: Path) -> None:
+    import shlex
+
+    (tmp_path / "m.mlir").write_text(GOOD)
+    run = shlex.join([sys.executable, "-c",
+                      "from lancet_mlir.tools.launch import lancet_run; lancet_run()"])  # fmt: skip
+    assert _sh(f"{run} m.mlir >&-", tmp_path) == (
+        1, "", "lancet-run: error: -: standard output is closed (give the output a file)\n")  # fmt: skip
