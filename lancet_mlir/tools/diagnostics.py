@@ -12,8 +12,10 @@ comment's own line; `@+N` / `@-N` move N lines down / up, `@above` / `@below` on
 `@unknown` (a lancet-mlir extension) names a diagnostic that has no source location (e.g. a
 pass error about a whole module). The text between `{{` and `}}` must be a substring of the
 message; `expected-<kind>-re` makes the parts of the text in inner `{{...}}` regular
-expressions (mlir-opt's and FileCheck's convention). Spaces may precede `@` and the text; an
-annotation that cannot be read is an error (`BadAnnotation`), never skipped. Every produced diagnostic must be expected and every expectation produced, else
+expressions (mlir-opt's and FileCheck's convention). As in mlir-opt, spaces may precede `@`
+and the text, and an annotation may follow other words of a comment; a comment that starts
+as an annotation but cannot be read is an error (`BadAnnotation`), never skipped. Every
+produced diagnostic must be expected and every expectation produced, else
 lancet-opt prints one line per mismatch (`file:line: unexpected error: ...` or
 `file:line: expected error "..." was not produced`) and exits with code 1.
 
@@ -38,10 +40,9 @@ from lancet_mlir.support.locations import SPANS, LocatingParser
 __all__ = ["LocatingParser"]  # re-exported: it lives in support/ for the runtime's loader too
 
 KINDS = ("error", "warning", "note", "remark")
-# as mlir-opt reads them (anywhere in a line, `// TODO: expected-error@+1 {{x}}` too):
-# spaces may precede `@` and the text, `-re` makes the text a
-# pattern; the text runs to the last `}}` before the next annotation of the line or its end
-# (a pattern holds `{{...}}` itself)
+# as mlir-opt reads them (anywhere in a line, `// TODO: expected-error@+1 {{x}}` too): spaces
+# may precede `@` and the text, `-re` makes the text a pattern; the text runs to the last `}}`
+# before the next annotation of the line or its end (a pattern holds `{{...}}` itself)
 _EXPECT = re.compile(
     r"expected-(error|warning|note|remark)(-re)?\s*"
     r"(?:@\s*(above|below|unknown|[+-]\s*\d+))?\s*\{\{"

@@ -170,9 +170,10 @@ OUTPUT_FLAGS = ("output_file", "timeline", "report", "gantt", "gantt_compare")
 
 
 def check_output_paths(args: argparse.Namespace) -> None:
-    """Before any work: every output can be written, none is the input, at most one is `-`.
-
-    `args.output_file` is `-` (stdout) when `-o` was not given."""
+    """Before any work: every output of the flags can be written, none is an input of the
+    flags, each picture has a known suffix. `args.output_file` is `-` (stdout) when `-o` was
+    not given. Two outputs on one file or on stdout are refused with the pipeline's own
+    outputs, once the pipeline is known (`check_pipeline_outputs`)."""
     from lancet_mlir.support.files import check_output_folder
 
     inputs = _flag_inputs(args)
@@ -186,15 +187,15 @@ def check_output_paths(args: argparse.Namespace) -> None:
         path = getattr(args, flag, None)
         if path:
             picture_format(path, _flag_name(flag))
-    _refuse_clashes([(_flag_name(flag), path) for flag, path in given])
 
 
 def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> None:
     """Before any work: no output replaces an input (the flags' or a pass's `profile=` and
     `comm-table=`) or lies in a missing folder, and no two outputs name one file, nor two
     standard output, counting the `report=`, `timeline=` and `gantt=` of each `simulate` in
-    the pipeline with the flags' (`simulate{report="k.json"}` with `--report k.json`: the pipeline's report would be
-    lost; `simulate{report="-"}` with the IR on stdout: one would be lost or mixed in)."""
+    the pipeline with the flags' (`simulate{report="k.json"}` with `--report k.json`: the
+    pipeline's report would be lost; `simulate{report="-"}` with the IR on stdout: one
+    would be lost or mixed in); an output on stdout needs an open stdout."""
     from lancet_mlir.support.files import check_output_folder
 
     named = [
@@ -214,11 +215,11 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
                 named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for what, path in named:
         check_output_folder(path, what, inputs)
-        if what != "-o" and getattr(args, "print_between_passes", False) and _to_stdout(path):
+        if what != "-o" and getattr(args, "print_between_passes", False) and is_stdout(path):
             raise UserError(f"{what} {path}: standard output carries the IR that "
                             "--print-between-passes prints; give this output a file")  # fmt: skip
     _refuse_clashes(named)
-    if any(_to_stdout(path) for _, path in named) and not stdout_is_open():
+    if any(is_stdout(path) for _, path in named) and not stdout_is_open():
         raise UserError(CLOSED_STDOUT)  # before any work, not after some files were renamed
 
 
@@ -238,18 +239,13 @@ def _refuse_clashes(named: Sequence[tuple[str, str]]) -> None:
 
     for k, (what, path) in enumerate(named):
         for other, other_path in named[:k]:
-            if _to_stdout(path) and _to_stdout(other_path):
+            if is_stdout(path) and is_stdout(other_path):
                 carried = "the IR (-o, default stdout)" if other == "-o" else other
                 raise UserError(f"{what} {path}: standard output already carries {carried}; only "
                                 "one output can go there (e.g. add -o FILE or -o /dev/null)")  # fmt: skip
-            if not _to_stdout(path) and same_target(path, other_path):
+            if not is_stdout(path) and same_target(path, other_path):
                 raise UserError(f"{what} {path}: {other} writes that file too; give each "
                                 "output its own file")  # fmt: skip
-
-
-def _to_stdout(path: str) -> bool:
-    """Whether an output path writes standard output (`support.files.is_stdout`)."""
-    return is_stdout(path)
 
 
 def _flag_name(dest: str) -> str:
