@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--inputs",
         default=None,
         metavar="IN.npz",
-        help="argument values instead of random ones (keys rank<r>/<arg index>)",
+        help="argument values instead of random ones (keys rank<r>/<arg index>; -: stdin)",
     )
     p.add_argument(
         "--save",
