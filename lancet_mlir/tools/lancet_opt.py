@@ -197,6 +197,7 @@ class LancetOptMain(xDSLOptMain):
         if module is None:
             return None
         opt_outputs.set_module_attributes(module, self.args)
+        opt_outputs.check_module_inputs(module, self.args, self.pipeline.passes)
         if not self.args.verify_diagnostics:
             with self.timer.stage("verify"):
                 check_module(module)
@@ -305,6 +306,7 @@ class LancetOptMain(xDSLOptMain):
             return [diagnostics.parser_position_diagnostic(parser, exc, offset)], None
         lines = diagnostics.OpLines(parser.op_spans, offset)
         opt_outputs.set_module_attributes(module, self.args)
+        opt_outputs.check_module_inputs(module, self.args, self.pipeline.passes)
         found = diagnostics.verifier_diagnostics(module, lines)
         if found:
             return found, None

@@ -198,21 +198,11 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
     would be lost or mixed in); an output on stdout needs an open stdout."""
     from lancet_mlir.support.files import check_output_folder
 
-    named = [
-        (_flag_name(flag), path)
-        for flag in OUTPUT_FLAGS
-        if (path := getattr(args, flag, None)) is not None
-    ]
+    named = named_outputs(args, passes)
     inputs = _flag_inputs(args)
-    for k, stage in enumerate(passes):
+    for stage in passes:
         if isinstance(stage, CostOptions):  # the tables a pass reads are inputs too
             inputs += [*(stage.profile or ()), *(stage.comm_table or ())]
-        if not isinstance(stage, SimulatePass):
-            continue
-        for field in ("report", "timeline", "gantt"):
-            path = getattr(stage, field)
-            if path is not None:
-                named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
     for what, path in named:
         check_output_folder(path, what, inputs)
         if what != "-o" and getattr(args, "print_between_passes", False) and is_stdout(path):
@@ -221,6 +211,53 @@ def check_pipeline_outputs(args: argparse.Namespace, passes: Sequence[ModulePass
     _refuse_clashes(named)
     if any(is_stdout(path) for _, path in named) and not stdout_is_open():
         raise UserError(CLOSED_STDOUT)  # before any work, not after some files were renamed
+
+
+def named_outputs(args: argparse.Namespace, passes: Sequence[ModulePass]) -> list[tuple[str, str]]:
+    """(what, path) of every output of the run: the flags' and the `report=`, `timeline=`
+    and `gantt=` of each `simulate` in the pipeline (what names it, for messages)."""
+    named = [
+        (_flag_name(flag), path)
+        for flag in OUTPUT_FLAGS
+        if (path := getattr(args, flag, None)) is not None
+    ]
+    for k, stage in enumerate(passes):
+        if not isinstance(stage, SimulatePass):
+            continue
+        for field in ("report", "timeline", "gantt"):
+            path = getattr(stage, field)
+            if path is not None:
+                named.append((f"{stage.name}{{{field}=}} (pass {k + 1})", path))
+    return named
+
+
+def check_module_inputs(
+    module: ModuleOp, args: argparse.Namespace, passes: Sequence[ModulePass]
+) -> None:
+    """After parsing, before any pass: no output replaces a file that the module's own
+    `lancet.profile` or `lancet.comm_table` names (read by the passes that take no file
+    option; the flags' and the passes' files are checked before parsing)."""
+    from lancet_mlir.support.files import check_output_folder
+
+    inputs = [
+        a.data
+        for name in (attrs.PROFILE, attrs.COMM_TABLE)
+        for a in _file_names(module.attributes.get(name))
+    ]
+    if not inputs:
+        return
+    for what, path in named_outputs(args, passes):
+        check_output_folder(path, what, inputs)
+
+
+def _file_names(attr: Attribute | None) -> list[StringAttr]:
+    """The file names of a `lancet.profile` / `lancet.comm_table` value (a malformed one
+    names none here: the pass that reads it says what is wrong, if one does)."""
+    if isinstance(attr, StringAttr):
+        return [attr]
+    if isinstance(attr, ArrayAttr):
+        return [a for a in attr.data if isinstance(a, StringAttr)]
+    return []
 
 
 def _flag_inputs(args: argparse.Namespace) -> list[str]:

@@ -234,6 +234,34 @@ def test_an_output_never_replaces_a_table_or_profile_it_reads(
                               "folder does not exist\n")  # fmt: skip
 
 
+def test_an_output_never_replaces_a_file_the_modules_own_attributes_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the module's `lancet.profile` / `lancet.comm_table` were read by the passes and then
+    # replaced by `-o` or `--report`: only flags and pass options were checked
+    monkeypatch.chdir(tmp_path)
+    prof, table = tmp_path / "prof.json", tmp_path / "ct.csv"
+    prof.write_text("{}")
+    table.write_text("kind,bytes,us\n")
+    src = tmp_path / "m.mlir"
+    src.write_text('module attributes {lancet.profile = "prof.json", '
+                   'lancet.comm_table = ["x.csv", "ct.csv"]} {\n' + GOOD + "}\n")  # fmt: skip
+    cases = [
+        (["-o", str(prof)], f"-o {prof}"),
+        (["-o", os.devnull, "--report", "ct.csv"], "--report ct.csv"),
+        (["-o", os.devnull, "-p", f'simulate{{timeline="{tmp_path / "." / "ct.csv"}"}}'],
+         f"simulate{{timeline=}} (pass 1) {tmp_path / '.' / 'ct.csv'}"),
+    ]  # fmt: skip
+    for argv, what in cases:
+        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
+        assert (code, out) == (1, ""), argv
+        assert (
+            err
+            == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
+        )
+    assert (prof.read_text(), table.read_text()) == ("{}", "kind,bytes,us\n")
+
+
 def test_time_passes_goes_to_stderr_and_covers_every_stage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
