@@ -28,7 +28,11 @@ def test_a_delay_moves_only_what_reads_it() -> None:
     longer = [2.0, 6.0, 1.0, 4.0]  # the all-reduce now ends at 8: op 2 runs 8-9
     out = propagate(p.preds, longer, chains, links, base, [1], lambda v: p.succs[v], 100)
     assert out is not None
-    assert (out.start, out.end, out.makespan_us) == ([0.0, 2.0, 8.0, 2.0], [2.0, 8.0, 9.0, 6.0], 9.0)
+    assert (out.start, out.end, out.makespan_us) == (
+        [0.0, 2.0, 8.0, 2.0],
+        [2.0, 8.0, 9.0, 6.0],
+        9.0,
+    )
     assert base.end == [2.0, 5.0, 7.0, 6.0]  # the base is not touched
 
 
@@ -110,7 +114,9 @@ def fusion_cases(draw: st.DrawFn) -> tuple[Problem, list[list[int]], float]:
     """A random DAG of compute ops and all-reduces, a realisable order's chains and a factor
     for the fused all-reduce's time."""
     n = draw(st.integers(2, 24))
-    edges = [(i, j) for j in range(n) for i in range(max(0, j - 6), j) if draw(st.integers(0, 3)) == 0]
+    edges = [
+        (i, j) for j in range(n) for i in range(max(0, j - 6), j) if draw(st.integers(0, 3)) == 0
+    ]
     comm = {v: "allreduce" for v in range(n) if draw(st.integers(0, 2)) > 0}
     durations = [draw(st.integers(0, 8)) * 0.5 for _ in range(n)]
     p = Problem.from_edges(durations, edges, comm)
