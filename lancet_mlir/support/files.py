@@ -368,14 +368,104 @@ def atomic_path(path: str | os.PathLike[str], primary: bool = False) -> Iterator
         raise
 
 
+TEMP_PREFIX = ".lancet-"
+"""Staged outputs are `.lancet-<pid>@<host>-<random>.tmp` in the target's folder (stdout's:
+`.lancet-stdout-<pid>@<host>-<random>.tmp` in the temporary folder)."""
+
+
+def _temp_owner() -> str:
+    """`<pid>@<host>` of this process: what `sweep_stale_temps` reads back (a host name has
+    no `@`; characters other than letters, digits, `.`, `-` and `_` become `_`)."""
+    host = "".join(c if c.isalnum() or c in ".-_" else "_" for c in os.uname().nodename)
+    return f"{os.getpid()}@{host or 'localhost'}"
+
+
+STALE_AFTER_S = 60.0
+"""A staged output untouched for this long whose process is gone is stale (the age guards
+against a process of another pid namespace with the same host name, whose pid is not ours
+to see: its staged files are new while it runs)."""
+
+
+def sweep_stale_temps(folder: str, now: float | None = None) -> list[str]:
+    """Remove the staged outputs in `folder` that a process of this host left when it was
+    killed (SIGKILL, or `MPI_Abort` of another rank ends it before it can clean up): its
+    `.lancet-<pid>@<host>-*.tmp` files, this host's and this user's, regular files not
+    modified for STALE_AFTER_S, whose process no longer exists. A live process's (pid reused
+    or not), another host's (a shared folder) and another user's are left alone. Returns the
+    names removed. Never raises."""
+    import time
+
+    now = time.time() if now is None else now
+    pid, _, host = _temp_owner().partition("@")
+    removed = []
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        return removed
+    for name in names:
+        owner = _stale_owner(name, host)
+        if owner is None or owner == int(pid) or _alive(owner):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            old = now - info.st_mtime >= STALE_AFTER_S
+            if old and stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid():
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
+
+
+def _stale_owner(name: str, host: str) -> int | None:
+    """The pid of a staged output's name made on `host` (`TEMP_PREFIX`), else None."""
+    if not (name.startswith(TEMP_PREFIX) and name.endswith(".tmp")):
+        return None
+    rest = name[len(TEMP_PREFIX) :].removeprefix("stdout-")
+    pid, at, after = rest.partition("@")
+    if not (at and pid.isdigit() and after.startswith(host + "-")):
+        return None
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists and is no zombie (a killed rank whose parent, e.g. a
+    container's first process, does not reap it stays a zombie: it holds no file)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: another user's process has that pid
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True  # no /proc (macOS): it exists
+    return state != [b"Z"]
+
+
+_swept: set[str] = set()  # folders swept by this process (once each)
+
+
+def _sweep_once(folder: str) -> None:
+    if folder not in _swept:
+        _swept.add(folder)
+        sweep_stale_temps(folder)
+
+
 def _make_temp(target: str) -> str:
+    prefix = f"{TEMP_PREFIX}{_temp_owner()}-"
     if target in STREAMS:
-        fd, tmp = tempfile.mkstemp(prefix=".lancet-stdout-", suffix=".tmp")
+        _sweep_once(tempfile.gettempdir())
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}stdout-{_temp_owner()}-", suffix=".tmp")
     else:
         check_output_folder(target)
         folder = os.path.dirname(os.path.abspath(target))
+        _sweep_once(folder)
         try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lancet-", suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
         except OSError as exc:
             raise UserError(f"{target}: {exc.strerror or exc}") from None
     try:  # a signal from here on must not leave the file behind

@@ -219,3 +219,23 @@ def test_lancet_opt_under_mpiexec_without_mpi_warns_once(tmp_path: Path) -> None
     assert [ln for ln in proc.stderr.splitlines() if "warning" in ln] == [warning]
     proc = mpiexec("lancet_opt", [*args, "--mpi"], [*args, "--mpi"])
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_staged_outputs_an_aborted_rank_left_are_swept_by_the_next_run(tmp_path: Path) -> None:
+    # rank 1 interrupted while writing: MPI_Abort ends rank 0 with its outputs staged, and
+    # nothing can remove them then; the next run into the folder does (once they are stale)
+    out, report = tmp_path / "out.mlir", tmp_path / "r.json"
+    args = ["--mpi", MODULE, "-o", str(out), "--report", str(report)]
+    proc = mpiexec("lancet_opt", args, args, fault="1:write:sigint")
+    assert proc.returncode != 0
+    assert errors(proc, "lancet-opt") == ["lancet-opt: error: rank 1: interrupted"]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left
+    assert all(name.startswith(".lancet-") and "@" in name for name in left), left
+    for name in left:  # as old as a stale file: a younger one may belong to a live run
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000))
+    ok = subprocess.run([sys.executable, "-m", "lancet_mlir.tools.lancet_opt", MODULE, "-o",
+                         str(out)], capture_output=True, text=True, timeout=TIMEOUT,
+                        env=_env(None))  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mlir"], (left, ok.stderr)

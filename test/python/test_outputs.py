@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,7 +21,13 @@ import pytest
 from helpers import parse
 
 from lancet_mlir.support.errors import UserError
-from lancet_mlir.support.files import OutputSet, atomic_path, write_atomic
+from lancet_mlir.support.files import (
+    STALE_AFTER_S,
+    OutputSet,
+    atomic_path,
+    sweep_stale_temps,
+    write_atomic,
+)
 
 GOOD = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
   %r = comm.allreduce %x : (tensor<8xf32>) -> tensor<8xf32>
@@ -260,6 +268,44 @@ def test_an_output_never_replaces_a_file_the_modules_own_attributes_name(
             == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
         )
     assert (prof.read_text(), table.read_text()) == ("{}", "kind,bytes,us\n")
+
+
+def test_only_stale_staged_outputs_of_dead_processes_of_this_host_and_user_are_swept(
+    tmp_path: Path,
+) -> None:
+    host = "".join(c if c.isalnum() or c in ".-_" else "_" for c in os.uname().nodename)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    names = {
+        "dead": f".lancet-{dead}@{host}-abc.tmp",
+        "dead_stdout": f".lancet-stdout-{dead}@{host}-abc.tmp",
+        "mine": f".lancet-{os.getpid()}@{host}-abc.tmp",
+        "parent": f".lancet-{os.getppid()}@{host}-abc.tmp",  # alive
+        "other_host": f".lancet-{dead}@{host}x-abc.tmp",
+        "young": f".lancet-{dead}@{host}-young.tmp",
+        "old_format": ".lancet-abc.tmp",
+        "not_ours": f"lancet-{dead}@{host}-abc.tmp",
+        "no_suffix": f".lancet-{dead}@{host}-abc",
+    }
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, not reaped yet
+    while (
+        Path(f"/proc/{zombie.pid}").exists()
+        and b") Z" not in Path(f"/proc/{zombie.pid}/stat").read_bytes()
+    ):
+        time.sleep(0.01)
+    names["zombie"] = f".lancet-{zombie.pid}@{host}-abc.tmp"
+    now = 2_000_000_000.0
+    for key, name in names.items():
+        (tmp_path / name).write_text("x")
+        age = 0.0 if key == "young" else STALE_AFTER_S
+        os.utime(tmp_path / name, (now - age, now - age))
+    os.symlink(tmp_path / names["mine"], tmp_path / f".lancet-{dead}@{host}-link.tmp")
+    removed = sweep_stale_temps(str(tmp_path), now=now)
+    zombie.wait()
+    assert removed == sorted([names["dead"], names["dead_stdout"], names["zombie"]])
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == (set(names.values()) - set(removed)) | {f".lancet-{dead}@{host}-link.tmp"}
+    assert sweep_stale_temps(str(tmp_path / "missing"), now=now) == []
 
 
 def test_time_passes_goes_to_stderr_and_covers_every_stage(
