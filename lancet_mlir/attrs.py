@@ -72,6 +72,13 @@ TRACE_BYTES = "lancet.trace_bytes"
 """i64 on such a kernel: the bytes the trace says it moves (0 if it does not say)."""
 COPY_KINDS: tuple[str, ...] = ("memcpy", "memset")
 """`lancet.trace_kind` values that run on a copy engine (sim/engine.py "Copy engines")."""
+EFFECTS = "lancet.effects"
+"""Array of strings on an op: the named resources it reads (`"read:<name>"`) and writes
+(`"write:<name>"`), e.g. a mutated tensor's storage or the RNG state (the PyTorch import).
+Every pass keeps the op's program order relative to the other ops that name the resource:
+a write after the last write and every read since, a read after the last write
+(graph/dataflow.py). Resources are independent of each other and of the memory that
+`MemoryEffect` traits describe."""
 HOST_SYNC = "lancet.host_sync"
 """Unit attribute on an op: the host waits for it to end before launching more (a PyTorch
 `.item()`; sim/engine.py "Host syncs"). `trace.host_sync` ops are host syncs without it."""

@@ -29,14 +29,14 @@ from torch.fx import GraphModule
 from xdsl.context import Context
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 from xdsl.passes import PassPipeline
-from xdsl.utils.exceptions import PassFailedException
+from xdsl.utils.exceptions import ArgSpecParseError, PassFailedException
 
 from lancet_mlir import attrs
 from lancet_mlir.exporters.torch import export_graph, make_backend
 from lancet_mlir.importers.torch import ImportedGraph, capture, import_fx
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.sim.blocks import simulate_module
-from lancet_mlir.support.errors import UserError
+from lancet_mlir.support.errors import UserError, one_line
 
 __all__ = ["DEFAULT_PIPELINE", "Optimized", "backend", "capture", "import_graph", "optimize"]
 
@@ -210,8 +210,8 @@ def _optimize(
     before = simulate(imported.module)
     try:
         passes = PassPipeline.parse_spec(get_all_passes(), pipeline)
-    except ValueError as exc:
-        raise UserError(f"pipeline '{pipeline}': {exc}") from None
+    except (ValueError, ArgSpecParseError) as exc:  # the latter is a BaseException
+        raise UserError(f"pipeline '{pipeline}': {one_line(exc)}") from None
     passes, pipeline_notes = _fx_partitioning(passes)
     if pipeline == DEFAULT_PIPELINE:
         pipeline_notes = []

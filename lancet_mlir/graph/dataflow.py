@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 
@@ -116,7 +116,8 @@ class DataflowGraph:
     declare memory effects (e.g. `memref.store`, `memref.load`, also nested in regions) keep
     their program order where it matters: an edge runs from each write to every later read
     or write and from each read to the next write (no alias analysis: all memory is one
-    resource). Ops whose effects are unknown (`test.op`, unregistered ops, calls) are taken to
+    resource); so do ops that name a resource in `lancet.effects` (a mutated tensor's
+    storage, the RNG state: the PyTorch import), each resource on its own. Ops whose effects are unknown (`test.op`, unregistered ops, calls) are taken to
     have none: the IR here is value semantics, and ordering them all would forbid scheduling.
     """
 
@@ -384,23 +385,68 @@ def _declares_effects(cls: type[Operation]) -> bool:
     return known
 
 
+MEMORY = ""
+"""The resource of the effects that `MemoryEffect` traits declare (all memory is one)."""
+
+
+def named_effects(op: Operation) -> dict[str, bool]:
+    """The resources `op` and its nested ops name in `lancet.effects` (attrs.EFFECTS), each
+    with whether it is written (a read and a write of one resource: a write). A malformed
+    entry raises ValueError naming it."""
+    found: dict[str, bool] = {}
+    ops = op.walk() if op.regions else (op,)
+    for inner in ops:
+        value = inner.attributes.get(attrs.EFFECTS)
+        if value is None:
+            continue
+        entries = value.data if isinstance(value, ArrayAttr) else None
+        if entries is None or not all(isinstance(e, StringAttr) for e in entries):
+            raise ValueError(f"{attrs.EFFECTS}: expected an array of strings, got {value}")
+        for entry in entries:
+            kind, _, name = entry.data.partition(":")  # type: ignore[attr-defined]
+            if kind not in ("read", "write") or not name:
+                raise ValueError(
+                    f'{attrs.EFFECTS}: expected "read:<name>" or "write:<name>", got {entry}'
+                )
+            found[name] = found.get(name, False) or kind == "write"
+    return found
+
+
+def _accesses(op: Operation) -> dict[str, bool]:
+    """Every resource `op` touches with whether it writes it: the named ones, and MEMORY
+    for the effects its traits declare."""
+    found = named_effects(op) if op.regions or attrs.EFFECTS in op.attributes else {}
+    if op.regions or _declares_effects(type(op)):
+        reads, writes = memory_access(op)
+        if reads or writes:
+            found[MEMORY] = writes
+    return found
+
+
 def _memory_order_edges(ops: Sequence[Operation]) -> dict[int, list[int]]:
-    """Ordering edges (consumer -> producers) between ops with memory effects, in O(V + E).
+    """Ordering edges (consumer -> producers) between ops with memory effects, in O(V + E),
+    per resource (MEMORY and those of `lancet.effects`).
 
     A write depends on the last write and on every read since it; a read on the last write.
     """
     edges: dict[int, list[int]] = {}
-    last_write: int | None = None
-    reads_since: list[int] = []
+    last_write: dict[str, int] = {}
+    reads_since: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
-        reads, writes = memory_access(op)
-        if not (reads or writes):
+        if not (op.regions or op.attributes or _declares_effects(type(op))):
+            continue  # most ops: nothing to look at
+        accesses = _accesses(op)
+        if not accesses:
             continue
-        before = [] if last_write is None else [last_write]
-        if writes:
-            edges[i] = before + reads_since
-            last_write, reads_since = i, []
-        else:
-            edges[i] = before
-            reads_since.append(i)
+        before: set[int] = set()
+        for resource, writes in accesses.items():
+            last = last_write.get(resource)
+            if last is not None:
+                before.add(last)
+            if writes:
+                before.update(reads_since.pop(resource, ()))
+                last_write[resource] = i
+            else:
+                reads_since.setdefault(resource, []).append(i)
+        edges[i] = sorted(before)
     return edges

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import cast
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from lancet_mlir import attrs
@@ -14,6 +14,7 @@ from lancet_mlir.graph.dataflow import (
     DataflowGraph,
     block_ops,
     first_forward_use,
+    named_effects,
     op_display_name,
 )
 from lancet_mlir.graph.fill import fused_fill, set_fill
@@ -93,7 +94,23 @@ def _common_attributes(members: Sequence[Operation]) -> dict[str, Attribute]:
     common = {k: v for k, v in members[0].attributes.items() if k not in _PER_OP_ATTRS}
     for op in members[1:]:
         common = {k: v for k, v in common.items() if op.attributes.get(k) == v}
+    effects = _joined_effects(members)
+    if effects is not None:  # the fused op keeps every member's place among their writes
+        common[attrs.EFFECTS] = effects
     return common
+
+
+def _joined_effects(members: Sequence[Operation]) -> Attribute | None:
+    """The `lancet.effects` of an op doing all `members`' work: every resource a member
+    names, written where one writes it (None: no member names any)."""
+    if not any(attrs.EFFECTS in op.attributes for op in members):
+        return None
+    joined: dict[str, bool] = {}
+    for op in members:
+        for name, writes in named_effects(op).items():
+            joined[name] = joined.get(name, False) or writes
+    entries = sorted(f"{'write' if w else 'read'}:{name}" for name, w in joined.items())
+    return ArrayAttr([StringAttr(e) for e in entries])
 
 
 def _sections(op: Operation) -> tuple[tuple[list, list], tuple[list, list]]:

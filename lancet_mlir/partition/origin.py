@@ -63,7 +63,7 @@ def mark_derived(part: Operation, whole: Operation, share: float | None = None) 
     key = op_key(whole) if origin is None else origin[0]
     if origin is not None:
         share *= origin[1]
-    if key == op_key(part) and share >= 1.0:
+    if share >= 1.0 and key == op_key(part):  # a part's own key only when it may be whole
         part.attributes.pop(attrs.ORIGIN, None)
         part.attributes.pop(attrs.SHARE, None)
         return

@@ -63,10 +63,12 @@ def _fx_name(op: Operation) -> str | None:
     return attr.data if isinstance(attr, StringAttr) else None
 
 
-def _data_key(node: Node) -> tuple[str, int]:
-    """(producer name, result index) of a collective's data input."""
+def _data_key(node: Node) -> tuple[str, int] | None:
+    """(producer name, result index) of a collective's data input (None: a coalesced
+    collective's list of inputs; it is exported as its own node, never as a member)."""
     arg = node.args[0]
-    assert isinstance(arg, Node)
+    if not isinstance(arg, Node):
+        return None
     if arg.target is operator.getitem:
         source, index = arg.args
         assert isinstance(source, Node)
@@ -93,9 +95,10 @@ def scheduled_nodes(gm: GraphModule, block: Block) -> list[Item]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     waiting: dict[tuple[str, str, int], list[Node]] = {}
     for node in gm.graph.nodes:
-        if is_collective(node):
+        key = _data_key(node) if is_collective(node) else None
+        if key is not None:
             kind = functional_name(node) or ""
-            waiting.setdefault((kind, *_data_key(node)), []).append(node)
+            waiting.setdefault((kind, *key), []).append(node)
     items: list[Item] = []
     for op in block.ops:
         if isinstance(op, func.ReturnOp) or attrs.IMPORT_GLUE in op.attributes:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from torch.fx import GraphModule, Node
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     FloatAttr,
     IntegerAttr,
     ModuleOp,
@@ -30,6 +31,7 @@ from lancet_mlir.importers.torch.collectives import (
     is_wait,
 )
 from lancet_mlir.importers.torch.costs import is_host_read, node_bytes, node_flops
+from lancet_mlir.importers.torch.effects import node_effects
 from lancet_mlir.importers.torch.kernels import kernel_op
 from lancet_mlir.importers.torch.roles import infer_roles
 from lancet_mlir.importers.torch.values import flat_values, value_type
@@ -91,6 +93,7 @@ def import_fx(
     graph = gm.graph
     groups = Groups(world_size, dict(group_ranks or {}), [])
     roles = infer_roles(graph, lambda n: is_collective(n) or is_wait(n))
+    effects = node_effects(graph, is_wait)  # in-place writes and random draws keep their order
     values: dict[Node, dict[int, SSAValue]] = {}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     arg_types = []
@@ -136,6 +139,10 @@ def import_fx(
         else:
             ops = [_compute_op(node, operands_of(node), types, role, values)]
             outs = list(ops[0].results)
+        if node in effects:
+            named = ArrayAttr([StringAttr(e) for e in effects[node]])
+            for op in ops:
+                op.attributes[attrs.EFFECTS] = named
         block.add_ops(ops)
         values[node] = {index: v for (index, _), v in zip(results, outs, strict=True)}
         for v in outs:
