@@ -160,3 +160,15 @@ def test_dataflow_orders_each_named_resource_on_its_own() -> None:
       func.return
     }""")
     assert g.preds == [[], [0], [], [0], [0, 1, 3], [2], []]
+
+
+@pytest.mark.parametrize("bad", ["foo", torch.nn.Linear(2, 2), torch.fx.Graph()])
+def test_optimize_of_something_else_than_a_graph_module_is_one_user_error(bad: object) -> None:
+    with pytest.raises(UserError, match=r"^expected a torch.fx.GraphModule .*, got \w+$"):
+        lt.optimize(bad, world_size=2)  # type: ignore[arg-type]
+
+
+def test_a_boolean_world_size_is_refused() -> None:
+    gm = lt.capture(_dropouts, [torch.randn(8, 8) for _ in range(4)], world_size=2)
+    with pytest.raises(UserError, match=r"^world_size must be a positive integer, got True$"):
+        lt.optimize(gm, world_size=True)

@@ -88,8 +88,13 @@ def import_fx(
     group_ranks: Mapping[str, Sequence[Sequence[int]]] | None = None,
 ) -> ImportedGraph:
     """Import `gm` (module doc of `lancet_mlir.importers.torch`)."""
-    if not isinstance(world_size, int) or world_size < 1:
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise UserError(f"world_size must be a positive integer, got {world_size!r}")
+    if not isinstance(gm, GraphModule):
+        raise UserError(
+            f"expected a torch.fx.GraphModule (capture the step with make_fx or "
+            f"lancet_mlir.torch.capture), got {type(gm).__name__}"
+        )
     graph = gm.graph
     groups = Groups(world_size, dict(group_ranks or {}), [])
     roles = infer_roles(graph, lambda n: is_collective(n) or is_wait(n))
