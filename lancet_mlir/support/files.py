@@ -539,14 +539,27 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, primary: bool 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """Read a whole file (`-`: standard input), turning OS errors into a UserError naming it."""
     if os.fspath(path) == STDOUT:
-        stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests) has none
-        return stream.read() if stream is not None else sys.stdin.read().encode()
+        return _stdin_bytes()
     try:
         return Path(path).read_bytes()
     except FileNotFoundError:
         raise UserError(f"{os.fspath(path)}: no such file") from None
     except OSError as exc:
         raise UserError(f"{os.fspath(path)}: {exc.strerror or exc}") from None
+
+
+_STDIN_READ: list[tuple[object, bytes]] = []  # (the stdin object read, what it held)
+
+
+def _stdin_bytes() -> bytes:
+    """All of standard input, read once: a reader that looks at `-` twice (the trace loader
+    tells a binary Chakra trace from JSON, then parses it) gets the same bytes again."""
+    if _STDIN_READ and _STDIN_READ[0][0] is sys.stdin:
+        return _STDIN_READ[0][1]
+    stream = getattr(sys.stdin, "buffer", None)  # a text-only stdin (tests) has none
+    data = stream.read() if stream is not None else sys.stdin.read().encode()
+    _STDIN_READ[:] = [(sys.stdin, data)]
+    return data
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -131,18 +130,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _emit(text: str, output: str | None) -> None:
-    if output is None or output == "-":
-        sys.stdout.write(text)
-        return
+    """`text` into `output` (None or `-`: standard output), staged with the run's other
+    outputs: written when the run succeeds (a closed or full stdout is one error line)."""
     from lancet_mlir.support.files import write_atomic
 
-    write_atomic(output, text)
+    write_atomic("-" if output is None else output, text)
 
 
 def _check_paths(args: argparse.Namespace) -> None:
-    from lancet_mlir.support.files import check_output_folder, declare_inputs
+    from lancet_mlir.support.errors import UserError
+    from lancet_mlir.support.files import (
+        CLOSED_STDOUT,
+        check_output_folder,
+        declare_inputs,
+        stdout_is_open,
+    )
 
     declare_inputs(*args.traces, *args.et)
+    if not stdout_is_open():  # every command writes something there unless given files
+        to_stdout = getattr(args, "output", None) in (None, "-") or args.command != "import"
+        if to_stdout:
+            raise UserError(CLOSED_STDOUT)  # before the work, not after it
     for flag, out in (
         ("-o", getattr(args, "output", None)),
         ("--report", getattr(args, "report", None)),
@@ -291,10 +299,16 @@ def _run_pipeline(
             )
     model = CostModel.build(CostConfig(device=device))
     before = simulated_step_period_us(module, model)
+    from xdsl.transforms import get_all_passes as xdsl_passes
+    from xdsl.utils.exceptions import ArgSpecParseError, PassFailedException
+
+    from lancet_mlir.support.errors import one_line
+
+    available = {**xdsl_passes(), **get_all_passes()}  # what lancet-opt registers
     try:
-        pipeline = PassPipeline.parse_spec(get_all_passes(), spec)
-    except ValueError as exc:
-        raise UserError(f"--pipeline: {exc}") from None
+        pipeline = PassPipeline.parse_spec(available, spec)
+    except (ValueError, ArgSpecParseError, PassFailedException) as exc:
+        raise UserError(f"--pipeline: {one_line(exc)}") from None
     pipeline.apply(Context(allow_unregistered=True), module)
     after = simulated_step_period_us(module, model)
     base = report["predicted_period_us"]
@@ -354,11 +368,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report = _report(args)
     text = json.dumps(report, indent=1, sort_keys=True) + "\n"
     if args.report == "-":
-        sys.stdout.write(text)
+        _emit(text, "-")
         return 0
     if args.report is not None:
         _emit(text, args.report)
-    sys.stdout.write(_summary(report))
+    _emit(_summary(report), "-")
     return 0
 
 

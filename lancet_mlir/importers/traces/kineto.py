@@ -36,6 +36,9 @@ _USED_CATS = {*GPU_CATS, *CALL_CATS, *SPAN_CATS, "cuda_sync"}
 SCHEMA_VERSIONS = (1,)
 """Kineto `schemaVersion`s this reader knows (absent is accepted too)."""
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
+STEP_CATS = ("user_annotation", "cpu_op", "Operator")
+"""The categories of a `ProfilerStep#N` span: `Operator` is PyTorch 1.8's libkineto, which
+wrote every CPU op so."""
 OVERLAP_TOLERANCE_US = 1.0
 """Overlap of two consecutive GPU activities on one stream that is put down to clock rounding
 (real traces have sub-µs ones); beyond it `RawTrace.overlap_warning` is set."""
@@ -158,18 +161,22 @@ def _json_stream(text: str) -> JsonStream | None:
         out.append(value)
 
 
+_INT64 = 1 << 63
+
+
 def _int(value: Any, default: int = -1) -> int:
+    """`value` as an integer that fits 64 bits (as the IR stores it), else `default`."""
     if isinstance(value, bool):
         return default
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        value = int(value)
+    elif isinstance(value, str):
         try:
-            return int(value)
+            value = int(value)
         except ValueError:
             return default
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else default
     return default
 
 
@@ -205,6 +212,10 @@ def _times(
     return ts, dur
 
 
+_KIND_WORDS = {"step annotation": "step"}
+"""What `_field`'s message calls a required event that is no GPU activity."""
+
+
 def _field(e: dict[str, Any], key: str, meaning: str, gpu: str | None, where: str) -> float | None:
     """The finite number `e[key]`; None when it is absent from a host event (skipped);
     UserError when it is absent from a GPU activity, not a number, or not finite."""
@@ -212,7 +223,8 @@ def _field(e: dict[str, Any], key: str, meaning: str, gpu: str | None, where: st
     if raw is None:
         if gpu:
             raise UserError(
-                f"{where}: no {key} (a GPU activity without {meaning} cannot be replayed)"
+                f"{where}: no {key} (a {_KIND_WORDS.get(gpu, 'GPU activity')} without "
+                f"{meaning} cannot be replayed)"
             )
         return None
     value = _num(raw)
@@ -290,6 +302,26 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _step_number(digits: str, source: str) -> int:
+    number = int(digits)
+    if number >= _INT64:
+        raise UserError(f"{source}: ProfilerStep#{digits}: the step number is out of range")
+    return number
+
+
+def _check_unique_steps(steps: list[tuple[int, float, float]], source: str) -> None:
+    """UserError when one step number names two different spans (which would be read as one
+    step from the first's start)."""
+    seen: dict[int, tuple[float, float]] = {}
+    for n, ts, dur in steps:
+        if n in seen:
+            raise UserError(
+                f"{source}: ProfilerStep#{n} appears twice (at ts {_fmt(seen[n][0])} and "
+                f"{_fmt(ts)}): which one is step {n}?"
+            )
+        seen[n] = (ts, dur)
+
+
 def is_kineto(doc: Any) -> bool:
     """Whether `doc` looks like a Chrome-trace document."""
     return isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list)
@@ -321,6 +353,7 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
     spans: list[Span] = []
     syncs: list[SyncRecord] = []
     steps: list[tuple[int, float, float]] = []
+    devices: dict[str, tuple[str, float]] = {}  # GPU `pid` -> its first activity
     for e in doc["traceEvents"]:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -328,13 +361,16 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         if not isinstance(cat, str) or cat not in _USED_CATS:
             continue
         name = str(e.get("name", ""))
-        times = _times(e, name, GPU_CATS.get(cat), source)
+        m = _STEP.match(name) if cat in STEP_CATS else None
+        # a step annotation must have its times: skipping it would replay another step
+        times = _times(e, name, "step annotation" if m else GPU_CATS.get(cat), source)
         if times is None:
             continue
         ts, dur = times
         args = _dict(e.get("args"))
         if cat in GPU_CATS:
             _check_gpu_args(e, name, GPU_CATS[cat], ts, source)
+            devices.setdefault(repr(e.get("pid")), (name, ts))
             acts.append(
                 Activity(
                     name,
@@ -350,9 +386,8 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
         elif cat in CALL_CATS:
             calls.append(Call(name, ts, dur, _int(e.get("tid")), _int(args.get("correlation"))))
         elif cat in SPAN_CATS:
-            m = _STEP.match(name)
-            if m and cat == "user_annotation" or (m and cat == "cpu_op"):
-                steps.append((int(m.group(1)), ts, dur))
+            if m:
+                steps.append((_step_number(m.group(1), source), ts, dur))
                 continue
             spans.append(
                 Span(
@@ -369,10 +404,19 @@ def parse_kineto(doc: Any, source: str) -> RawTrace:
                     _int(args.get("wait_on_cuda_event_record_corr_id")),
                 )
             )
+    if len(devices) > 1:
+        # streams are numbered per device: merged, two devices' stream 7 would be one FIFO
+        (a, (an, at)), (b, (bn, bt)) = list(devices.items())[:2]
+        raise UserError(
+            f"{source}: GPU activities of {len(devices)} devices (pid {a}: {an!r} at ts "
+            f"{_fmt(at)}; pid {b}: {bn!r} at ts {_fmt(bt)}): a trace is one rank on one GPU; "
+            "profile one process per GPU"
+        )
     acts.sort(key=lambda a: (a.ts, a.corr))
     calls.sort(key=lambda c: (c.ts, c.corr))
     spans.sort(key=lambda s: (s.ts, -s.dur))
     steps = sorted(set(steps), key=lambda s: (s[1], s[0]))
+    _check_unique_steps(steps, source)
     schema = "old" if acts and all(a.ext == a.corr for a in acts if a.ext >= 0) else "new"
     return RawTrace(
         source,

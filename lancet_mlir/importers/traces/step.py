@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lancet_mlir.importers.traces import nccl
-from lancet_mlir.importers.traces.kineto import Activity, Call, RawTrace, Span
+from lancet_mlir.importers.traces.kineto import Activity, Call, RawTrace, Span, _fmt
 from lancet_mlir.sim.replay import GpuOp, HostCall, RankGraph
 from lancet_mlir.support.errors import UserError
 
@@ -131,6 +131,33 @@ def select_step(
     return n, ts, dur, prev
 
 
+def _check_launch_order(raw: RawTrace, chosen: list[tuple[Activity, Call | None, int]]) -> None:
+    """UserError for a GPU activity that starts before the host call that launched it: the
+    trace's clocks disagree (no trace we have does; one replayed would be off by the gap, or
+    its dependencies form a cycle)."""
+    tol = trace_tolerance(raw)
+    for a, call, _ in chosen:
+        if call is not None and a.ts < call.ts - tol:
+            raise UserError(
+                f"{raw.source}: {a.kind} {a.name!r} at ts {_fmt(a.ts)} starts before its launch "
+                f"call {call.name!r} at ts {_fmt(call.ts)} (correlation {a.corr}): the trace's "
+                "host and GPU clocks disagree"
+            )
+
+
+def _steps_with_gpu_work(raw: RawTrace, by_corr: dict[int, Call]) -> list[int]:
+    """The numbers of the steps within which some GPU activity is launched."""
+    launches = sorted(
+        call.ts if (call := by_corr.get(a.corr)) is not None else a.ts for a in raw.activities
+    )
+    busy = []
+    for n, ts, dur in raw.steps:
+        k = bisect.bisect_left(launches, ts)
+        if k < len(launches) and launches[k] < ts + dur:
+            busy.append(n)
+    return busy
+
+
 def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
     """The replay window of `raw` for step `step` (default: the last step)."""
     if not raw.activities:
@@ -145,9 +172,13 @@ def build_step(raw: RawTrace, step: int | None = None) -> StepTrace:
         when = call.ts if call is not None else a.ts
         if lo <= when < hi:
             chosen.append((a, call, n if when >= ts else (prev[0] if prev else n)))
+    _check_launch_order(raw, chosen)
     target_acts = [c for c in chosen if c[2] == n]
     if not target_acts:
-        raise UserError(f"{raw.source}: ProfilerStep#{n} launches no GPU activity")
+        busy = _steps_with_gpu_work(raw, by_corr)
+        hint = (f" (steps that do: {', '.join(map(str, busy))}; choose one with --step)"
+                if busy else "")  # fmt: skip
+        raise UserError(f"{raw.source}: ProfilerStep#{n} launches no GPU activity{hint}")
     # host calls of the window: every call on a thread that launched something
     threads = sorted({c.tid for _, c, _ in chosen if c is not None})
     tid_index = {t: k for k, t in enumerate(threads)}
