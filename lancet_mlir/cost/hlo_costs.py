@@ -251,7 +251,13 @@ class HloCostModel:
         if kind == "sort":
             shape = _shape(op.operands[0].type) or [1]
             axis = hlo_int(op, "dimension") or 0
-            applications *= log2(max(shape[axis] if axis < len(shape) else 1, 2))
+            if not -len(shape) <= axis < len(shape):
+                raise UserError(
+                    f"{op_display_name(op)}: dimension {axis} is out of range for "
+                    f"{op.operands[0].type}",
+                    op=op,
+                )
+            applications *= log2(max(shape[axis], 2))
         return per_application * applications
 
     def _is_free(self, op: Operation, kind: str) -> bool:

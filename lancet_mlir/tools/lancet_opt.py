@@ -55,7 +55,7 @@ from lancet_mlir.dialects.checks import check_module
 from lancet_mlir.graph.rewrite import check_dominance
 from lancet_mlir.passes import get_all_passes
 from lancet_mlir.sim import outputs
-from lancet_mlir.support.errors import op_of
+from lancet_mlir.support.errors import one_line, op_of
 from lancet_mlir.support.files import STDOUT, OutputSet, decode_text, write_atomic
 from lancet_mlir.support.locations import LocatingParser, tool_message
 from lancet_mlir.support.printing import FastMLIRTarget, FastPrinter
@@ -75,6 +75,15 @@ PIPELINE_ALIASES: dict[str, str] = {
 
 _NOTHING = re.compile(r"(\s|//[^\n]*)*")
 """Text without an op: whitespace and `//` comments only."""
+
+
+CUSTOM_FORM = "does not have a custom format"
+CUSTOM_FORM_HINT = (
+    "(an op of a dialect lancet-opt does not register, written in its custom form: print "
+    "the module in generic form, e.g. JAX's `lowered.compiler_ir('stablehlo').operation"
+    ".get_asm(print_generic_op_form=True)`, and pass --allow-unregistered-dialect)"
+)
+"""What a parse error of an unregistered op in custom form adds (StableHLO as JAX prints it)."""
 
 
 class LancetOptMain(xDSLOptMain):
@@ -118,7 +127,13 @@ class LancetOptMain(xDSLOptMain):
             if self._holds_nothing(text):
                 return ModuleOp([])  # as mlir-opt reads an empty file
             parser = LocatingParser(self.ctx, text, name, self._chunk_offset)
-            return parser.parse_module(not self.args.no_implicit_module)
+            try:
+                return parser.parse_module(not self.args.no_implicit_module)
+            except ParseError as exc:
+                if CUSTOM_FORM not in str(exc):
+                    raise
+                # JAX's `as_text()` prints StableHLO in its custom form, which xDSL cannot read
+                raise UserError(f"{one_line(exc)} {CUSTOM_FORM_HINT}") from None
 
         self.available_frontends["mlir"] = parse_mlir
 

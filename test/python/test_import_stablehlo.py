@@ -380,3 +380,75 @@ def test_missing_dimension_attributes_are_errors(op_text: str, missing: str) -> 
     kind = op_text.split('"')[1]
     with pytest.raises(UserError, match=f"^{kind}: missing {missing}(\n|$)"):
         import_stablehlo(bad)
+
+
+# ---- session 30's review: fusions are one kernel, sort along a dimension from the end -------
+_MUL = ('      %e{k} = "mhlo.multiply"(%e{j}, %p0) : (tensor<4096x4096xf32>, tensor<4096x4096xf32>)'
+        " -> tensor<4096x4096xf32>\n")  # fmt: skip
+
+
+def _fusion_module(op_name: str) -> str:
+    body = _MUL.replace("%e{j}", "%p0").format(k=0) + "".join(
+        _MUL.format(k=k, j=k - 1) for k in range(1, 10)
+    )
+    return (
+        "func.func @main(%x: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {\n"
+        f'  %f = "{op_name}"(%x) ({{\n    ^bb0(%p0: tensor<4096x4096xf32>):\n{body}'
+        '      "mhlo.return"(%e9) : (tensor<4096x4096xf32>) -> ()\n'
+        "  }) : (tensor<4096x4096xf32>) -> tensor<4096x4096xf32>\n"
+        "  func.return %f : tensor<4096x4096xf32>\n}\n"
+    )
+
+
+def _makespan(text: str, tmp_path: Path) -> float:
+    import json
+
+    path = tmp_path / "f.mlir"
+    path.write_text(text)
+    proc = run_tool(["lancet-opt", "--allow-unregistered-dialect", str(path), "-p",
+                     "import-stablehlo", "--device", "h100", "--report", "-", "-o", "/dev/null"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["makespan_us"]
+
+
+def test_a_fusion_is_costed_as_one_kernel_not_op_by_op(tmp_path: Path) -> None:
+    # the same body in an op the cost model knows nothing special of (annotated alike by
+    # the import: the body's FLOPs, the fusion's own bytes) costs the same: one kernel
+    fused = _makespan(_fusion_module("mhlo.fusion"), tmp_path)
+    opaque = _makespan(_fusion_module("mhlo.opaque_kernel"), tmp_path)
+    assert fused == opaque
+    # op by op (the body in sequence at top level) is 10 kernels, each reading and writing
+    # 64 MB: slower than one kernel that reads 64 MB and writes 64 MB
+    flat = (
+        "func.func @main(%p0: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {\n"
+        + (_MUL.replace("%e{j}", "%p0").format(k=0) + "".join(
+            _MUL.format(k=k, j=k - 1) for k in range(1, 10)))
+        + "  func.return %e9 : tensor<4096x4096xf32>\n}\n"
+    )  # fmt: skip
+    assert _makespan(flat, tmp_path) > 4 * fused
+
+
+def _sort(dimension: int) -> str:
+    return f"""func.func @main(%x: tensor<4x1024xf32>) -> tensor<4x1024xf32> {{
+      %s = "stablehlo.sort"(%x) ({{
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %c = "stablehlo.compare"(%a, %b) {{comparison_direction = #stablehlo<comparison_direction LT>}} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        "stablehlo.return"(%c) : (tensor<i1>) -> ()
+      }}) {{dimension = {dimension} : i64}} : (tensor<4x1024xf32>) -> tensor<4x1024xf32>
+      func.return %s : tensor<4x1024xf32>
+    }}"""
+
+
+def test_sort_along_a_dimension_counted_from_the_end() -> None:
+    module = parse(_sort(-1))
+    import_stablehlo(module)
+    sort = next(op for op in module.walk() if op_display_name(op) == "stablehlo.sort")
+    # one compare per application, 4 x 1024 applications x log2(1024) rounds
+    assert sort.attributes[attrs.FLOPS].value.data == 4 * 1024 * 10
+
+
+def test_sort_along_a_dimension_out_of_range_is_one_user_error() -> None:
+    # it was "list index out of range", with no op
+    with pytest.raises(UserError, match=r"^stablehlo.sort: dimension -3 is out of range for "
+                       r"tensor<4x1024xf32>$"):  # fmt: skip
+        import_stablehlo(parse(_sort(-3)))

@@ -181,6 +181,8 @@ def test_pipeline_takes_xdsl_passes_too_and_names_itself_in_errors() -> None:
     et = str(DATA / "dlrm" / "dlrm_eg_0.json.gz")
     ok = _trace(["whatif", *traces, "--et", et, "--pipeline", "canonicalize"])
     assert ok.returncode == 0, ok.stderr
-    assert "\npipeline canonicalize: 6278.0 -> 6278.0 us simulated step period" in ok.stdout.decode()
+    assert (
+        "\npipeline canonicalize: 6278.0 -> 6278.0 us simulated step period" in ok.stdout.decode()
+    )
     bad = _trace(["whatif", *traces, "--et", et, "--pipeline", "lancet-schedule{"])
     assert _error(bad).startswith("lancet-trace: error: --pipeline: bad pass pipeline ")

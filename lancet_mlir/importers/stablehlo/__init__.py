@@ -7,14 +7,18 @@ Input: a module as JAX/XLA print it in generic form, parsed with unregistered op
   `comm.allgather`, `comm.reduce_scatter` and `comm.all_to_all`, at the same position, with
   the group from `replica_groups` (the `groups` property; none when the groups are empty,
   i.e. all ranks), the reduction from the reduction region (add -> sum, maximum -> max,
-  minimum -> min, multiply -> prod; `or`/`and` on booleans -> max/min) and the dimensions
+  minimum -> min, multiply -> prod; `or`/`and` on booleans -> max/min; a region of more
+  than that one op on its two arguments, or `or`/`and` of wider integers, is an error) and the dimensions
   (`all_gather_dim`, `scatter_dimension`, `split_dimension`/`concat_dimension`). Collectives
   with several operands, or tuple-typed operands/results (`*.tuple` producers,
   `get_tuple_element` users), become one variadic comm op.
 * An async pair -- `*.async_start` holding the collective in its region (or naming it with
   `called_computation`, MHLO's form), optional `*.async_update`s, then `*.async_done` --
   becomes ONE comm op at the start's position: the collective launches at the start and its
-  results are what the done returned. Async wrappers of anything else stay compute.
+  results are what the done returned. Async wrappers of anything else stay compute, but
+  one whose body (or called computation) holds a collective among other ops is an error.
+* Shardy's explicit collectives (`sdy.all_gather`, `sdy.all_reduce`, ...: axis-based, no
+  replica groups) are errors: costed as compute they would hide communication.
 * MHLO's array all-to-all (N operands, no `split_dimension`: operand i goes to rank i) has
   no comm spelling; it becomes `comp.concat` (axis 0) + `comm.all_to_all` (split 0 concat 0)
   + `comp.split`, exactly equivalent. Both glue ops carry `lancet.time_us = 0.0` and

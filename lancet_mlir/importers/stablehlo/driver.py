@@ -20,7 +20,7 @@ from xdsl.ir import Attribute, Block, Operation
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from lancet_mlir import attrs
-from lancet_mlir.cost.hlo_costs import HloCostModel, hlo_kind
+from lancet_mlir.cost.hlo_costs import HloCostModel, hlo_attr, hlo_kind
 from lancet_mlir.dialects.comm import CollectiveOp, module_world_size
 from lancet_mlir.graph.dataflow import op_display_name
 from lancet_mlir.importers.stablehlo.lowering import (
@@ -54,6 +54,14 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     for op in ops:
         if hlo_kind(op) in UNSUPPORTED_COLLECTIVES:
             raise UserError(f"{op_display_name(op)}: unsupported collective", op=op)
+        name = op_display_name(op)
+        if name in SDY_COLLECTIVES:  # costed as compute they would hide the communication
+            raise UserError(
+                f"{name}: Shardy's explicit collectives are not imported (lower the module "
+                "with JAX's shard_map or export it after Shardy's propagation, as "
+                "stablehlo collectives)",
+                op=op,
+            )
     collectives = [op for op in ops if hlo_kind(op) in COLLECTIVES]
     summary.world_size = _world_size(module, collectives, world_size)
     if summary.world_size is not None:
@@ -63,6 +71,7 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
     async_pattern = ConvertAsyncCollective(funcs)
     _walk_once(module, async_pattern)
     summary.async_pairs = async_pattern.converted
+    _refuse_wrapped_collectives(module, funcs)
     _erase_unreferenced(module, funcs, async_pattern.callees)
     _walk_once(module, ConvertCollective())
 
@@ -78,6 +87,33 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
             for block in region.blocks:
                 summary.annotated_ops += _annotate(block, costs)
     return summary
+
+
+SDY_COLLECTIVES = frozenset(f"sdy.{k}" for k in (
+    "all_gather", "all_reduce", "all_slice", "all_to_all", "collective_permute",
+    "reduce_scatter"))  # fmt: skip
+"""Shardy's explicit collectives (axis-based, no replica groups): refused, never compute."""
+
+
+def _refuse_wrapped_collectives(module: ModuleOp, funcs: dict[str, Operation]) -> None:
+    """UserError for an `async_start` left unconverted (it wraps more than one collective)
+    whose body, or called computation, holds a collective: costed as compute it would hide
+    that communication from the scheduler."""
+    for op in module.walk():
+        if hlo_kind(op) != "async_start":
+            continue
+        callee = hlo_attr(op, "called_computation")
+        bodies = [*op.regions]
+        if isinstance(callee, SymbolRefAttr) and callee.root_reference.data in funcs:
+            bodies += funcs[callee.root_reference.data].regions
+        for region in bodies:
+            for inner in region.walk():
+                if hlo_kind(inner) in COLLECTIVES:
+                    raise UserError(
+                        f"{op_display_name(op)}: wraps {op_display_name(inner)} together with "
+                        "other ops; only an async pair of one collective is imported",
+                        op=op,
+                    )
 
 
 def _walk_once(module: ModuleOp, pattern: ConvertAsyncCollective | ConvertCollective) -> None:

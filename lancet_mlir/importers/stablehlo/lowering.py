@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     TupleType,
@@ -138,7 +139,31 @@ def _reduction(op: Operation) -> ReductionAttr:
     if kind is None:
         what = op_display_name(owner) if isinstance(owner, Operation) else "a block argument"
         raise UserError(f"{where}: unsupported reduction '{what}'", op=op)
+    assert isinstance(owner, Operation)
+    assert block is not None
+    # the region must be that one op on its two arguments (`add(mul(a, b), a)` is no sum)
+    body = [o for o in block.ops if o is not terminator]
+    if body != [owner] or sorted(id(v) for v in owner.operands) != sorted(
+        id(a) for a in block.args
+    ):
+        raise UserError(
+            f"{where}: unsupported reduction region (it must be one "
+            f"{op_display_name(owner)} of its two arguments)",
+            op=op,
+        )
+    if name in ("or", "and") and not _is_boolean(block.args[0].type):
+        # max/min only equal or/and over {0, 1}: bitwise or/and of integers has no comm kind
+        raise UserError(
+            f"{where}: unsupported reduction '{op_display_name(owner)}' on "
+            f"{block.args[0].type} (only booleans: i1)",
+            op=op,
+        )
     return ReductionAttr(kind)
+
+
+def _is_boolean(t: Attribute) -> bool:
+    element = t.element_type if isinstance(t, TensorType) else t
+    return isinstance(element, IntegerType) and element.width.data == 1
 
 
 def _required_int(op: Operation, name: str) -> int:
