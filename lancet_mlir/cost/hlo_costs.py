@@ -19,6 +19,8 @@ rules (the kernel registry, explicit times) apply to them.
 
 from __future__ import annotations
 
+import json
+
 import re
 from collections.abc import Iterable
 from math import log2, prod
@@ -176,6 +178,36 @@ def dot_flops(op: Operation) -> float:
     return 2.0 * _elements(op.results[0].type) * lhs[-1]
 
 
+GEMM_CUSTOM_CALLS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
+"""XLA GPU's GEMM custom calls: a dot whose dimensions the backend config states."""
+
+
+def gemm_custom_call_flops(op: Operation) -> float | None:
+    """2 x (result elements) x (product of the lhs contracting dimension sizes) of a GEMM
+    custom call (`GEMM_CUSTOM_CALLS`; the result is the first tensor, a workspace may
+    follow), from `backend_config`'s `gemm_backend_config.dot_dimension_numbers`; None for
+    any other custom call. A GEMM whose config names no contracting dimension contracts
+    the lhs's last (what cuBLAS's row-major `A x B` does)."""
+    target = hlo_attr(op, "call_target_name")
+    if not isinstance(target, StringAttr) or target.data not in GEMM_CUSTOM_CALLS:
+        return None
+    lhs = _shape(op.operands[0].type) if op.operands else None
+    out = leaf_types(op.results[0].type) if op.results else []
+    if not lhs or not out:
+        return 0.0
+    contracting = [len(lhs) - 1]
+    config = hlo_attr(op, "backend_config")
+    if isinstance(config, StringAttr) and config.data:
+        try:
+            dims = json.loads(config.data)["gemm_backend_config"]["dot_dimension_numbers"]
+            contracting = [int(d) for d in dims["lhs_contracting_dimensions"]]
+        except (ValueError, KeyError, TypeError):
+            pass  # the default: the last dimension
+    if not all(0 <= d < len(lhs) for d in contracting):
+        return 0.0
+    return 2.0 * _elements(out[0]) * prod(lhs[d] for d in contracting)
+
+
 def convolution_flops(op: Operation) -> float:
     """2 x (result elements) x (kernel elements / output features) multiply-adds."""
     kernel = _shape(op.operands[1].type) if len(op.operands) > 1 else None
@@ -230,6 +262,8 @@ class HloCostModel:
             return dot_flops(op)
         if kind == "convolution":
             return convolution_flops(op)
+        if kind == "custom_call" and (gemm := gemm_custom_call_flops(op)) is not None:
+            return gemm
         if kind == "fusion":
             return sum(self.flops(inner) for inner in _body_ops(op))
         if kind in _SCALAR_BODY_OPS:

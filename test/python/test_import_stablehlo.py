@@ -452,3 +452,23 @@ def test_sort_along_a_dimension_out_of_range_is_one_user_error() -> None:
     with pytest.raises(UserError, match=r"^stablehlo.sort: dimension -3 is out of range for "
                        r"tensor<4x1024xf32>$"):  # fmt: skip
         import_stablehlo(parse(_sort(-3)))
+
+
+@pytest.mark.parametrize(
+    ("config", "flops"),
+    [
+        # the config's contracting dimension: (64 x 32) . (32 x 16) -> 2 * 64 * 16 * 32
+        ('{\\"gemm_backend_config\\":{\\"dot_dimension_numbers\\":{\\"lhs_contracting_dimensions\\":[\\"1\\"]}}}',
+         2 * 64 * 16 * 32),
+        ("", 2 * 64 * 16 * 32),  # no config: the lhs's last dimension
+    ],
+)  # fmt: skip
+def test_a_cublas_gemm_custom_call_costs_its_dot(config: str, flops: int) -> None:
+    # it was a data move (0 FLOPs): an XLA GPU module's GEMMs were nearly free
+    module = parse(f"""func.func @main(%x: tensor<64x32xbf16>, %w: tensor<32x16xbf16>) -> tensor<64x16xbf16> {{
+      %y = "mhlo.custom_call"(%x, %w) {{call_target_name = "__cublas$gemm", backend_config = "{config}"}} : (tensor<64x32xbf16>, tensor<32x16xbf16>) -> tensor<64x16xbf16>
+      func.return %y : tensor<64x16xbf16>
+    }}""")  # fmt: skip
+    import_stablehlo(module)
+    gemm = next(op for op in module.walk() if op_display_name(op) == "mhlo.custom_call")
+    assert gemm.attributes[attrs.FLOPS].value.data == flops
