@@ -20,7 +20,6 @@ rules (the kernel registry, explicit times) apply to them.
 from __future__ import annotations
 
 import json
-
 import re
 from collections.abc import Iterable
 from math import log2, prod
