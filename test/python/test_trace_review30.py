@@ -186,3 +186,35 @@ def test_pipeline_takes_xdsl_passes_too_and_names_itself_in_errors() -> None:
     )
     bad = _trace(["whatif", *traces, "--et", et, "--pipeline", "lancet-schedule{"])
     assert _error(bad).startswith("lancet-trace: error: --pipeline: bad pass pipeline ")
+
+
+def test_a_launch_blocked_by_a_full_queue_is_flagged(tmp_path: Path) -> None:
+    # step 2's gemm runs 500 us; the relu's launch returns 2 us after it ends (the queue was
+    # full): the replay keeps those 440 us of host time, which a faster GPU would not spend
+    doc = _doc()
+    events = doc["traceEvents"]
+    by_corr = {e["args"].get("correlation"): e for e in events if e["cat"] == "kernel"}
+    calls = {e["args"]["correlation"]: e for e in events if e["cat"] == "cuda_runtime"}
+    by_corr[4]["dur"] = 500  # gemm 220 -> 720
+    calls[5]["dur"] = 441  # relu's launch 281 -> 722
+    by_corr[5]["ts"] = 725
+    for corr, shift in ((6, 430),):
+        calls[corr]["ts"] += shift
+        by_corr[corr]["ts"] += shift
+    for e in events:
+        if e["cat"] == "cpu_op" and e["ts"] >= 300:
+            e["ts"] += 430
+    events[10]["dur"] = 600  # ProfilerStep#2: 200 -> 800 (period: last ends 115 -> 745)
+    path = _write(tmp_path, doc)
+    proc = _trace(["replay", str(path), "--report", "-"])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    flags = [f for f in report["flags"] if f.startswith("launch_queue_full")]
+    assert flags == [
+        "launch_queue_full: 1 launch calls spent 440 us of the 630 us step blocked until a GPU "
+        "op ended (the launch queue was full: the GPU ran behind the host); the replay keeps "
+        "that host time, so a what-if that speeds up the GPU (--compute-scale < 1) "
+        "under-predicts its gain"
+    ]
+    plain = json.loads(_trace(["replay", str(TWO), "--report", "-"]).stdout)
+    assert not any(f.startswith("launch_queue_full") for f in plain["flags"])

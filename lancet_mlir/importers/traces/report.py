@@ -10,6 +10,7 @@ scale. docs/user-guide.md "Profiler traces" explains every field.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -99,6 +100,38 @@ def comm_overlap(st: StepTrace, start: list[float], end: list[float]) -> float |
     )
     total = _length(comm)
     return _intersect(comm, comp) / total if total > 0 else None
+
+
+BLOCKED_LAUNCH_US = 50.0
+"""A launch call at least this long, and 10x its thread's median launch, that returns within
+`BLOCKED_RETURN_US` of a GPU op's end, was blocked by a full launch queue."""
+BLOCKED_RETURN_US = 20.0
+
+
+def blocked_launches(st: StepTrace) -> tuple[int, float]:
+    """(how many, µs beyond the thread's median launch) of the step's launch calls that
+    waited for room in the launch queue (`BLOCKED_LAUNCH_US`): on a GPU-bound step CUDA's
+    `cudaLaunchKernel` returns only when an earlier op ends."""
+    g = st.graph
+    by_thread: dict[int, list[float]] = {}
+    for h in g.calls:
+        if h.launches and not h.waits:
+            by_thread.setdefault(h.thread, []).append(h.dur)
+    median = {t: sorted(d)[len(d) // 2] for t, d in by_thread.items()}
+    ends = sorted(o.ts + o.dur for o in g.ops)
+    count, total = 0, 0.0
+    for h in g.calls:
+        if not h.launches or h.waits:
+            continue
+        base = median[h.thread]
+        if h.dur < max(BLOCKED_LAUNCH_US, 10 * base):
+            continue
+        end = h.ts + h.dur
+        k = bisect.bisect_right(ends, end + 1.0) - 1
+        if k >= 0 and h.ts < ends[k] and end - ends[k] <= BLOCKED_RETURN_US:
+            count += 1
+            total += h.dur - base
+    return count, total
 
 
 def idle_queued_us(st: StepTrace, tol: float = 2.0) -> float:
@@ -489,6 +522,14 @@ def _rank_report(
         gpu_period = max(gpu.end[r][j] for j in st.target) - min(gpu.start[r][j] for j in st.target)
     if gpu_period > measured * 1.0001 + 1.0:
         flags.append("gpu_only_above_measured: a dependency the measurement violates")
+    blocked, blocked_us = blocked_launches(st)
+    if blocked_us > IDLE_FLAG_SHARE * measured:
+        flags.append(
+            f"launch_queue_full: {blocked} launch calls spent {blocked_us:.0f} us of the "
+            f"{measured:.0f} us step blocked until a GPU op ended (the launch queue was full: "
+            "the GPU ran behind the host); the replay keeps that host time, so a what-if that "
+            "speeds up the GPU (--compute-scale < 1) under-predicts its gain"
+        )
     if st.period_basis == "window":
         flags.append(
             "single_step: period measured as the step window (ProfilerStep start to last GPU end)"
