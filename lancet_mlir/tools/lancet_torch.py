@@ -47,6 +47,8 @@ def _split_target(target: str) -> tuple[Path, str]:
     if not sep or not script or not name:
         raise UserError(f"expected SCRIPT.py:FUNC, got '{target}'")
     path = Path(script)
+    if path.is_dir():
+        raise UserError(f"{script}: is a folder, not a Python file")
     if not path.is_file():
         raise UserError(f"{script}: no such file")
     return path, name
@@ -74,13 +76,22 @@ def _load(target: str) -> tuple[Any, Sequence[Any]]:
     except SystemExit as exc:
         raise UserError(f"{target} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - the user's code: say where it failed
-        detail = str(exc).strip().splitlines()
-        raise UserError(
-            f"{target} raised {type(exc).__name__}" + (f": {detail[0]}" if detail else "")
-        ) from exc
-    if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
-        raise UserError(f"{target}: must return (step_fn, example_args)")
+        raise UserError(f"{target} raised {_described(exc)}") from exc
+    if not (
+        isinstance(made, (tuple, list))
+        and len(made) == 2
+        and callable(made[0])
+        and isinstance(made[1], (tuple, list))
+    ):
+        raise UserError(f"{target}: must return (step_fn, example_args), a tuple or list of the "
+                        "step's arguments")  # fmt: skip
     return made[0], list(made[1])
+
+
+def _described(exc: BaseException) -> str:
+    """`KeyError: 'x'`: the exception's type and its message's first line."""
+    detail = str(exc).strip().splitlines()
+    return type(exc).__name__ + (f": {detail[0]}" if detail else "")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -102,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not 0 <= args.rank < args.world_size:
             raise UserError(f"--rank: must be in [0, {args.world_size}), got {args.rank}")
         step, example = _load(args.target)
-        gm = capture(step, example, world_size=args.world_size, rank=args.rank)
+        try:
+            gm = capture(step, example, world_size=args.world_size, rank=args.rank)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the step is the user's code
+            raise UserError(f"capturing {args.target}'s step: it raised {_described(exc)}") from exc
         text = str(import_graph(gm, world_size=args.world_size)) + "\n"
         if args.output is None:
             sys.stdout.write(text)

@@ -107,3 +107,19 @@ def test_a_script_that_exits_is_named(tmp_path: Path) -> None:
         assert res.returncode == 1
         assert res.stderr == f"lancet-torch: error: {message.format(script=script)}\n"
         assert not out.exists()
+
+
+def test_a_step_that_raises_while_captured_names_the_exception(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import torch\ndef make_step():\n    def step(x):\n"
+                      "        raise KeyError('inside step')\n    return step, [torch.randn(2)]\n"
+                      "def bad_args():\n    return (lambda x: x), 5\n")  # fmt: skip
+    res = _run("lancet-torch", "export", f"{script}:make_step", "--world-size", "2")
+    assert (res.returncode, res.stdout) == (1, "")
+    assert res.stderr == (f"lancet-torch: error: capturing {script}:make_step's step: it raised "
+                          "KeyError: 'inside step'\n")  # fmt: skip
+    res = _run("lancet-torch", "export", f"{script}:bad_args", "--world-size", "2")
+    assert res.stderr == (f"lancet-torch: error: {script}:bad_args: must return (step_fn, "
+                          "example_args), a tuple or list of the step's arguments\n")  # fmt: skip
+    res = _run("lancet-torch", "export", f"{tmp_path}:make_step", "--world-size", "2")
+    assert res.stderr == f"lancet-torch: error: {tmp_path}: is a folder, not a Python file\n"
