@@ -323,7 +323,11 @@ def test_missing_replica_groups_is_an_error_not_all_ranks() -> None:
         '"stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, '
         "replica_groups = dense<> : tensor<0x0xi64>}"
     )
-    import_stablehlo(empty)  # empty groups still mean all ranks
+    # empty groups still mean all ranks, of a world whose size must be known
+    with pytest.raises(UserError, match=r"^stablehlo.all_gather: empty replica_groups \(all "
+                       r"ranks\) but the world size is unknown .*world-size=N}$"):  # fmt: skip
+        import_stablehlo(empty.clone())
+    import_stablehlo(empty, world_size=2)  # the test's 4 -> 8 gather
     (comm,) = [op for op in empty.walk() if isinstance(op, CollectiveOp)]
     assert comm.properties.get("groups") is None
 

@@ -64,6 +64,15 @@ def import_stablehlo(module: ModuleOp, world_size: int | None = None) -> ImportS
             )
     collectives = [op for op in ops if hlo_kind(op) in COLLECTIVES]
     summary.world_size = _world_size(module, collectives, world_size)
+    if summary.world_size is None:
+        everyone = next((op for op in collectives if replica_groups(op) is None), None)
+        if everyone is not None:  # all ranks of a world of no known size cannot be costed
+            raise UserError(
+                f"{op_display_name(everyone)}: empty replica_groups (all ranks) but the world "
+                "size is unknown (no mhlo.num_partitions / num_replicas, no lancet.world_size): "
+                "pass import-stablehlo{world-size=N}",
+                op=everyone,
+            )
     if summary.world_size is not None:
         module.attributes[attrs.WORLD_SIZE] = IntegerAttr(summary.world_size, i64)
 
