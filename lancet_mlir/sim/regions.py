@@ -15,7 +15,8 @@ each runs, so `sim/blocks.py` can cost the op as the simulated makespan of its b
   constant s)` with `s > 0`. It runs the body `ceil((N - c0) / s)` times and the condition
   once more than that;
 * `scf.while`, or a loop not in that form: the bodies once, with a note (`BodyPlan.note`);
-* `func.call` (and `stablehlo.call`) of a function of the module: the callee's body once.
+* `func.call` (and `stablehlo.call`) of a function of the module: the callee's body once;
+  so is a `stablehlo.composite`'s `decomposition` (it is not a top-level function then).
 
 Every other op with regions keeps the cost model's time. `mhlo.fusion` / `stablehlo.fusion`
 are one kernel: their FLOPs are the body's and their bytes only what the fusion reads and
@@ -50,7 +51,10 @@ ALTERNATIVE_OPS = frozenset({
 })  # fmt: skip
 """Ops that run one of their regions: costed as the most expensive."""
 HLO_WHILE_OPS = frozenset({"stablehlo.while", "mhlo.while"})
-CALL_OPS = frozenset({"func.call", "stablehlo.call", "mhlo.call"})
+CALL_OPS = frozenset({"func.call", "stablehlo.call", "mhlo.call", "stablehlo.composite",
+                      "mhlo.composite"})  # fmt: skip
+"""Ops that run a function of the module once: a call (`callee`), or a StableHLO composite,
+whose `decomposition` function is what it computes."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,10 @@ def body_plan(op: Operation, functions: dict[str, Block]) -> BodyPlan | None:
 
 
 def callee_name(op: Operation) -> str | None:
-    """The symbol a call op names, or None."""
+    """The symbol a call op names (a composite's `decomposition`), or None."""
     attr = _prop(op, "callee")
+    if attr is None:
+        attr = _prop(op, "decomposition")
     if isinstance(attr, SymbolRefAttr):
         return attr.root_reference.data
     if isinstance(attr, StringAttr):

@@ -476,3 +476,31 @@ def test_a_cublas_gemm_custom_call_costs_its_dot(config: str, flops: int) -> Non
     import_stablehlo(module)
     gemm = next(op for op in module.walk() if op_display_name(op) == "mhlo.custom_call")
     assert gemm.attributes[attrs.FLOPS].value.data == flops
+
+
+_COMPOSITE = """module attributes {mhlo.num_partitions = 4 : i32} {
+func.func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  CALL
+  func.return %y : tensor<256x256xf32>
+}
+func.func private @impl(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  %y = "stablehlo.dot_general"(%x, %w) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %s = "stablehlo.all_reduce"(%y) ({
+    ^bb1(%a: tensor<f32>, %b: tensor<f32>):
+      %c = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%c) : (tensor<f32>) -> ()
+    }) {replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  func.return %s : tensor<256x256xf32>
+}
+}
+"""
+
+
+def test_a_composite_costs_its_decomposition_once_where_it_stands(tmp_path: Path) -> None:
+    # it was costed as an element-wise op, and its decomposition again as an uncalled function
+    composite = _COMPOSITE.replace("CALL", '%y = "stablehlo.composite"(%x, %w) {name = "m.mm", '
+                                   "decomposition = @impl} : (tensor<256x256xf32>, "
+                                   "tensor<256x256xf32>) -> tensor<256x256xf32>")  # fmt: skip
+    call = _COMPOSITE.replace("CALL", "%y = func.call @impl(%x, %w) : (tensor<256x256xf32>, "
+                              "tensor<256x256xf32>) -> tensor<256x256xf32>")  # fmt: skip
+    assert _makespan(composite, tmp_path) == _makespan(call, tmp_path) > 0
