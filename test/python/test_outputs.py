@@ -210,6 +210,19 @@ def test_output_equal_to_input_is_refused(
     assert src.read_text() == GOOD
 
 
+def _each_refused_as_an_input(
+    src: Path, cases: Sequence[tuple[list[str], str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each case (argv, what) fails before any work: `what` would replace an input."""
+    for argv, what in cases:
+        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
+        assert (code, out) == (1, ""), argv
+        assert (
+            err
+            == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
+        )
+
+
 def test_an_output_never_replaces_a_table_or_profile_it_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -227,13 +240,7 @@ def test_an_output_never_replaces_a_table_or_profile_it_reads(
          f"simulate{{report=}} (pass 1) {table}"),
         (["-p", f'simulate{{profile="{prof}"}}', "-o", str(prof)], f"-o {prof}"),
     ]  # fmt: skip
-    for argv, what in cases:
-        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
-        assert (code, out) == (1, ""), argv
-        assert (
-            err
-            == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
-        )
+    _each_refused_as_an_input(src, cases, capsys)
     assert (table.read_text(), prof.read_text()) == ("kind,bytes,us\n", "{}")
     missing = tmp_path / "nodir" / "r.json"
     code, _, err = run_main(opt_main, [str(src), "-o", os.devnull, "-p",
@@ -260,13 +267,7 @@ def test_an_output_never_replaces_a_file_the_modules_own_attributes_name(
         (["-o", os.devnull, "-p", f'simulate{{timeline="{tmp_path / "." / "ct.csv"}"}}'],
          f"simulate{{timeline=}} (pass 1) {tmp_path / '.' / 'ct.csv'}"),
     ]  # fmt: skip
-    for argv, what in cases:
-        code, out, err = run_main(opt_main, [str(src), *argv], capsys)
-        assert (code, out) == (1, ""), argv
-        assert (
-            err
-            == f"lancet-opt: error: {what}: is also an input of this run; refusing to replace it\n"
-        )
+    _each_refused_as_an_input(src, cases, capsys)
     assert (prof.read_text(), table.read_text()) == ("{}", "kind,bytes,us\n")
 
 
