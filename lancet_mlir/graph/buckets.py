@@ -28,11 +28,19 @@ def measured_collective(op: Operation) -> bool:
     return isinstance(op, CollectiveOp) and attrs.TIME_US in op.attributes
 
 
+def never_fused(op: Operation) -> bool:
+    """A collective no pass fuses: a measured one (`measured_collective`), or one that reads
+    or writes a named resource (`lancet.effects`: a buffer the PyTorch step mutates in place),
+    whose place among that resource's writes a fused op placed elsewhere would lose."""
+    return measured_collective(op) or (
+        isinstance(op, CollectiveOp) and attrs.EFFECTS in op.attributes
+    )
+
+
 def fusion_key(op: Operation) -> tuple | None:
     """Ops with equal keys may share a bucket: same op, properties and element types. None
-    for an op that fuses with nothing: not a collective, or a measured one
-    (`measured_collective`)."""
-    if not isinstance(op, CollectiveOp) or measured_collective(op):
+    for an op that fuses with nothing: not a collective, or one never fused (`never_fused`)."""
+    if not isinstance(op, CollectiveOp) or never_fused(op):
         return None
     props = tuple(sorted((k, str(v)) for k, v in op.properties.items()))
     dtypes = tuple(
@@ -64,8 +72,8 @@ def plan_buckets(graph: DataflowGraph, visit: Sequence[int], bucket_bytes: int) 
     """Group the collectives `visit` into buckets, taking them in that order.
 
     Each fusion kind (`fusion_key`) fills its own open bucket, which closes as soon as it
-    holds at least `bucket_bytes`, or at the end. A measured collective
-    (`measured_collective`) is a bucket of its own and touches no open bucket: it is never
+    holds at least `bucket_bytes`, or at the end. A collective never fused
+    (`never_fused`: measured, or with `lancet.effects`) is a bucket of its own and touches no open bucket: it is never
     fused, so it cannot close a cycle. Before a node joins, every open bucket
     with a member it depends on (whatever that bucket's kind) closes. Returns every bucket,
     singletons included, members in visit order, buckets by their first member's visit
@@ -105,7 +113,7 @@ def plan_buckets(graph: DataflowGraph, visit: Sequence[int], bucket_bytes: int) 
 
     for node in visit:
         key = fusion_key(graph.ops[node])
-        if key is None and measured_collective(graph.ops[node]):
+        if key is None and never_fused(graph.ops[node]):
             result.append(Bucket((node,), graph.payload_bytes[node]))
             continue
         if key is None:

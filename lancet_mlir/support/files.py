@@ -380,10 +380,11 @@ def _temp_owner() -> str:
     return f"{os.getpid()}@{host or 'localhost'}"
 
 
-STALE_AFTER_S = 60.0
-"""A staged output untouched for this long whose process is gone is stale (the age guards
-against a process of another pid namespace with the same host name, whose pid is not ours
-to see: its staged files are new while it runs)."""
+STALE_AFTER_S = 24 * 3600.0
+"""A staged output untouched for this long whose process is gone is stale. The age guards
+against a live run of another pid namespace with the same host name (containers sharing the
+host's network and a folder), whose pid is not ours to see: a run holds its staged files
+unchanged until it commits, so only an age far beyond any run's tells a left-over file."""
 
 
 def sweep_stale_temps(folder: str, now: float | None = None) -> list[str]:
@@ -425,6 +426,10 @@ def _stale_owner(name: str, host: str) -> int | None:
     rest = name[len(TEMP_PREFIX) :].removeprefix("stdout-")
     pid, at, after = rest.partition("@")
     if not (at and pid.isdigit() and after.startswith(host + "-")):
+        return None
+    # mkstemp's random part has no `-`: host `vm` must not read `vm-2`'s names as its own
+    random = after[len(host) + 1 : -len(".tmp")]
+    if not random or not all(c.isalnum() or c == "_" for c in random):
         return None
     return int(pid)
 

@@ -283,6 +283,7 @@ def test_only_stale_staged_outputs_of_dead_processes_of_this_host_and_user_are_s
         "mine": f".lancet-{os.getpid()}@{host}-abc.tmp",
         "parent": f".lancet-{os.getppid()}@{host}-abc.tmp",  # alive
         "other_host": f".lancet-{dead}@{host}x-abc.tmp",
+        "host_with_our_prefix": f".lancet-{dead}@{host}-2-abc.tmp",  # host `vm` vs `vm-2`
         "young": f".lancet-{dead}@{host}-young.tmp",
         "old_format": ".lancet-abc.tmp",
         "not_ours": f"lancet-{dead}@{host}-abc.tmp",

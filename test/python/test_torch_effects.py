@@ -172,3 +172,48 @@ def test_a_boolean_world_size_is_refused() -> None:
     gm = lt.capture(_dropouts, [torch.randn(8, 8) for _ in range(4)], world_size=2)
     with pytest.raises(UserError, match=r"^world_size must be a positive integer, got True$"):
         lt.optimize(gm, world_size=True)
+
+
+def test_a_collective_with_effects_is_never_fused() -> None:
+    # comm-bucket-fusion put the fused all-reduce where r2 was, after the write r1 must
+    # precede (the FX graph then read the zeroed buffer)
+    from helpers import run_pipeline
+
+    module = parse("""func.func @f(%x: tensor<1024xf32>, %y: tensor<1024xf32>) -> (tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>) {
+      %r1 = comm.allreduce %x {lancet.effects = ["read:s0"]} : (tensor<1024xf32>) -> tensor<1024xf32>
+      %z = comp.add %y, %y {lancet.effects = ["write:s0"]} : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+      %r2 = comm.allreduce %y : (tensor<1024xf32>) -> tensor<1024xf32>
+      %r3 = comm.allreduce %y : (tensor<1024xf32>) -> tensor<1024xf32>
+      func.return %r1, %z, %r2 : tensor<1024xf32>, tensor<1024xf32>, tensor<1024xf32>
+    }""")  # fmt: skip
+    run_pipeline(module, "comm-bucket-fusion")
+    fn = next(iter(module.body.block.ops))
+    ops = [op for op in fn.regions[0].blocks[0].ops][:-1]
+    # r2 and r3 fuse; r1 stays alone, before the write
+    assert [(op.name, len(op.operands)) for op in ops] == [
+        ("comm.allreduce", 1), ("comp.add", 2), ("comm.allreduce", 2)
+    ]  # fmt: skip
+    assert attrs.EFFECTS in ops[0].attributes
+
+
+def _set_alias(w0, w1, w2, w3, x):  # noqa: ANN001, ANN202 - a traced step
+    w0, w1 = (w.detach().requires_grad_(True) for w in (w0, w1))
+    h = fc.all_reduce(x @ w0, "sum", "0") @ w1
+    with torch.no_grad():
+        src = x @ w2
+        a = torch.empty(0)
+        a.set_(src)  # a shares src's memory: a's write below changes src
+        snap = src * h
+        a.add_(x @ w3)
+    loss = (h * snap).mean() + src.mean()
+    grads = torch.autograd.grad(loss, [w0, w1])
+    return (loss.detach(), *[w.detach() - 0.1 * fc.all_reduce(g, "sum", "0")
+                             for w, g in zip((w0, w1), grads, strict=True)])  # fmt: skip
+
+
+def test_a_tensor_set_to_another_shares_its_writes() -> None:
+    # src.mean() was scheduled before a.add_: set_'s schema does not say a takes src's memory
+    torch.manual_seed(5)
+    args = [torch.randn(256, 256) / 20 for _ in range(5)]
+    _, same = _same_values(_set_alias, args)
+    assert same

@@ -9,7 +9,8 @@ every pass's dataflow graph orders per resource, graph/dataflow.py):
 
 * **storages**: the nodes whose results may share memory form one class: a result whose
   schema return is an alias (`Tensor(a)`: views, `detach`, an in-place op's own result, the
-  elements of `split`'s `Tensor(a)[]`) joins the arguments with an alias annotation, a
+  elements of `split`'s `Tensor(a)[]`) joins the arguments with an alias annotation,
+  `a.set_(src)` joins `src` too (its schema does not say `a` takes `src`'s memory), a
   `getitem` joins its source, a collective's wait joins the collective. A class some node
   writes (a `Tensor(a!)` argument) is a resource `s<k>` (k numbers the written classes in
   program order): the writers write it, every other node with an input in it reads it.
@@ -65,6 +66,10 @@ def node_effects(graph: Graph, is_wait: Callable[[Node], bool]) -> dict[Node, li
         if any(r.alias_info is not None for r in schema.returns):
             for arg in aliased:
                 join(node, arg)
+        if schema.name == "aten::set_":  # `a.set_(src)`: a now shares src's memory
+            for arg in _nodes_in(list(node.args) + list(node.kwargs.values())):
+                if arg in parent:
+                    join(node, arg)
         if writes:
             written[node] = writes
         tags = getattr(node.target, "tags", ())
