@@ -27,6 +27,7 @@ from lancet_mlir.dialects.trace import opaque_comm_bytes, opaque_comm_kind
 from lancet_mlir.dialects.vocab import CopyQueue
 from lancet_mlir.graph.core import topological_order
 from lancet_mlir.graph.reach import ancestor_bits, descendant_bits
+from lancet_mlir.support.errors import UserError
 from lancet_mlir.support.locations import op_display_name as op_display_name  # re-exported
 
 
@@ -392,7 +393,7 @@ MEMORY = ""
 def named_effects(op: Operation) -> dict[str, bool]:
     """The resources `op` and its nested ops name in `lancet.effects` (attrs.EFFECTS), each
     with whether it is written (a read and a write of one resource: a write). A malformed
-    entry raises ValueError naming it."""
+    entry raises a UserError about its op."""
     found: dict[str, bool] = {}
     ops = op.walk() if op.regions else (op,)
     for inner in ops:
@@ -401,12 +402,18 @@ def named_effects(op: Operation) -> dict[str, bool]:
             continue
         entries = value.data if isinstance(value, ArrayAttr) else None
         if entries is None or not all(isinstance(e, StringAttr) for e in entries):
-            raise ValueError(f"{attrs.EFFECTS}: expected an array of strings, got {value}")
+            raise UserError(
+                f"{op_display_name(inner)}: {attrs.EFFECTS}: expected an array of strings, "
+                f"got {value}",
+                op=inner,
+            )
         for entry in entries:
             kind, _, name = entry.data.partition(":")  # type: ignore[attr-defined]
             if kind not in ("read", "write") or not name:
-                raise ValueError(
-                    f'{attrs.EFFECTS}: expected "read:<name>" or "write:<name>", got {entry}'
+                raise UserError(
+                    f'{op_display_name(inner)}: {attrs.EFFECTS}: expected "read:<name>" or '
+                    f'"write:<name>", got {entry}',
+                    op=inner,
                 )
             found[name] = found.get(name, False) or kind == "write"
     return found
